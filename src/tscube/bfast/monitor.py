@@ -1,0 +1,221 @@
+"""The public BFAST Monitor function: validate inputs, build the design once, dispatch."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..timeaxis import TIME_TOL, build_time_axis, to_decimal_year
+from .critval import critical_value
+from .design import build_design
+from .history import HISTORY_METHODS, ROC_LAMBDA_05
+from .plan import MonitorPlan
+from .result import BfastMonitorResult
+
+#: Engine name -> module implementing ``run(values, plan)``.
+ENGINES = {
+    "reference": "tscube.bfast._reference",
+    "cpu": "tscube.bfast._cpu",
+    "cuda": "tscube.bfast._cuda",
+}
+
+
+def _resolve_engine(engine: str, n_values: int) -> str:
+    if engine == "auto":
+        from ..engines import auto_engine
+
+        return auto_engine(n_values)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of 'auto', {', '.join(map(repr, ENGINES))}; got {engine!r}")
+    return engine
+
+
+def _as_data(data) -> np.ndarray:
+    values = np.asarray(data)
+    if values.dtype == bool or not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)):
+        raise TypeError(f"data must be a float or integer array, got dtype {values.dtype}")
+    if values.ndim == 0:
+        raise ValueError("data must have a time axis first: shape (T, ...), got a scalar")
+    return values
+
+
+def _as_levels(level) -> tuple[float, float]:
+    if isinstance(level, (Sequence, np.ndarray)) and not isinstance(level, str):
+        levels = [float(v) for v in np.asarray(level, dtype=float).reshape(-1)]
+        if len(levels) == 1:
+            levels *= 2
+        if len(levels) != 2:
+            raise ValueError(f"level must be a number or a pair (monitoring, ROC), got {level!r}")
+    else:
+        levels = [float(level)] * 2
+    if not 0 < levels[1] < 1:
+        raise ValueError(f"ROC level must be in (0, 1), got {levels[1]}")
+    return levels[0], levels[1]
+
+
+def _as_starts(start, axis) -> tuple[np.ndarray, bool]:
+    """Monitoring starts as decimal years; ``True`` when ``start`` was a list of starts."""
+    is_list = isinstance(start, (list, np.ndarray, pd.Index))
+    values = list(start) if is_list else [start]
+    if not values:
+        raise ValueError("start is an empty list")
+    starts = np.array([to_decimal_year(v, axis, "start") for v in values])
+    first, last = axis.time[0], axis.time[-1]
+    for value, t in zip(values, starts):
+        if t <= first + TIME_TOL:
+            raise ValueError(
+                f"start {value!r} (= {t:.6f}) is at or before the first date ({first:.6f}): "
+                "there is no history period to fit the model on"
+            )
+        if t > last + TIME_TOL:
+            raise ValueError(
+                f"start {value!r} (= {t:.6f}) is after the last date ({last:.6f}): "
+                "there is nothing to monitor"
+            )
+    return starts, is_list
+
+
+def bfast_monitor(
+    data,
+    dates,
+    start,
+    *,
+    order: int = 3,
+    trend: bool = True,
+    h: float = 0.25,
+    level=0.05,
+    end: float = 10,
+    history="all",
+    freq=None,
+    nodata=None,
+    return_process: bool = False,
+    engine: str = "auto",
+) -> BfastMonitorResult:
+    """Detect the first structural break in each pixel's time series (R ``bfastmonitor``).
+
+    Per pixel, fits the season-trend model ``response ~ trend + harmon`` (OLS) on a
+    stable history period before ``start``, then runs the OLS-MOSUM monitoring test over
+    every observation from ``start`` on, reporting the first boundary crossing and the
+    median residual. Results equal R's ``bfast::bfastmonitor`` (bfast 1.7.2). Missing
+    values are dropped per pixel, like R's ``na.omit``.
+
+    Parameters
+    ----------
+    data : array_like, shape (T, ...)
+        Time first, any trailing pixel shape; float or integer. NaN, inf and ``nodata``
+        are missing.
+    dates : array_like, length T
+        Acquisition dates, strictly increasing: datetimes (``datetime64``, ``datetime``,
+        ``pandas.DatetimeIndex``, ISO strings) or decimal years (then ``freq`` is
+        required). See :mod:`tscube.timeaxis` for how dates map onto R's time grid.
+    start : date, decimal year, ``(year, cycle)`` tuple, or a list of those
+        First date of the monitoring period. Must lie after the first and not after the
+        last date. A tuple ``(year, cycle)`` is R's ``c(year, cycle)``; a *list* (or array)
+        computes every start in one call (results gain a leading axis).
+    order : int
+        Harmonic order of the seasonal model (R: ``min(freq, order)``; 0 = no seasonality).
+    trend : bool
+        Include the linear trend (``response ~ trend + harmon``; False: ``~ harmon``).
+    h : {0.25, 0.5, 1}
+        MOSUM bandwidth as a fraction of the history size ``n``: window ``floor(h * n)``
+        observations.
+    level : float or (float, float)
+        Significance of the monitoring test (0.001 to 0.05, interpolated in R's table),
+        or a pair (monitoring, ROC) as R's ``level``.
+    end : {2, 4, 6, 8, 10}
+        Monitoring horizon of the critical-value table (does not truncate monitoring, as R).
+    history : "all", "ROC", "BP", date or decimal year
+        Stable history: all observations before ``start``, a start date, or per-pixel
+        selection by reverse-ordered CUSUM ("ROC") or Bai–Perron breakpoints ("BP").
+    freq : int, optional
+        Observations per year of the regular grid (23 for MODIS 16-day, 12 for monthly).
+        Required for decimal-year dates; datetimes default to R's daily grid (365).
+    nodata : number, optional
+        Value marking missing observations (e.g. -3000 in int16 MODIS NDVI).
+    return_process : bool
+        Also return the MOSUM process and boundary, shaped like ``data``.
+    engine : {"auto", "reference", "cpu", "cuda"}
+        Implementation; all give the same results. "auto" picks the fastest available.
+
+    Returns
+    -------
+    BfastMonitorResult
+        Per-pixel break time/index, status code, magnitude, MOSUM mean, ...; see its
+        docstring for the exact meaning of each output and :class:`BfastStatus` for codes.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For caller errors: shapes, dtypes, unsorted/duplicate dates, start outside the
+        dates, unsupported ``h``/``end``/``level``/``history``/``engine``.
+    """
+    values = _as_data(data)
+    axis = build_time_axis(dates, freq)
+    if values.shape[0] != len(axis):
+        raise ValueError(f"data has {values.shape[0]} dates on its first axis but dates has {len(axis)}")
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
+        raise ValueError(f"order must be a non-negative integer, got {order!r}")
+    if nodata is not None:
+        if isinstance(nodata, bool) or not isinstance(nodata, (int, float, np.integer, np.floating)):
+            raise TypeError(f"nodata must be a number, got {nodata!r}")
+        nodata = float(nodata)
+    level_monitor, level_roc = _as_levels(level)
+    critval = critical_value(h, end, level_monitor)
+    starts, many_starts = _as_starts(start, axis)
+
+    if isinstance(history, str):
+        if history not in HISTORY_METHODS:
+            raise ValueError(f"history must be one of {HISTORY_METHODS} or a date, got {history!r}")
+        method, history_time = history, None
+    else:
+        method = "fixed"
+        history_time = to_decimal_year(history, axis, "history")
+        if np.any(history_time >= starts - TIME_TOL):
+            raise ValueError(f"history {history!r} must lie before every monitoring start")
+    history_begin = 0 if history_time is None else int(np.searchsorted(axis.time, history_time - TIME_TOL))
+
+    plan = MonitorPlan(
+        axis=axis,
+        design=build_design(axis, order, bool(trend)),
+        starts=starts,
+        monitor_begin=np.searchsorted(axis.time, starts - TIME_TOL).astype(np.int64),
+        history=method,
+        history_begin=history_begin,
+        h=float(h),
+        critval=critval,
+        level_roc=level_roc,
+        roc_lambda=ROC_LAMBDA_05,
+        nodata=nodata,
+        return_process=bool(return_process),
+    )
+
+    pixel_shape = values.shape[1:]
+    flat = values.reshape(values.shape[0], -1)
+    engine = _resolve_engine(engine, flat.size)
+    outputs = importlib.import_module(ENGINES[engine]).run(flat, plan)
+
+    lead = (plan.n_starts,) if many_starts else ()
+    shaped = {}
+    for name, array in outputs.items():
+        array = array if many_starts else array[0]
+        if name in ("process", "boundary"):
+            shaped[name] = array.reshape(lead + values.shape)
+        else:
+            shaped[name] = array.reshape(lead + pixel_shape)
+    attrs = dict(
+        start=starts if many_starts else float(starts[0]),
+        order=plan.design.order,
+        trend=bool(trend),
+        regressors=list(plan.design.names),
+        h=float(h),
+        level=(level_monitor, level_roc),
+        end=end,
+        critval=critval,
+        history=history if isinstance(history, str) else float(history_time),
+        freq=axis.freq,
+        engine=engine,
+    )
+    return BfastMonitorResult(**shaped, attrs=attrs)

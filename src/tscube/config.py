@@ -1,0 +1,34 @@
+"""Tunables of tscube's engines, in one place (like STUMPY's ``config``).
+
+Values are module attributes so that tests and power users can change them at run
+time (``tscube.config.CPU_BLOCK_PIXELS = 1024``); :func:`reset` restores the defaults.
+"""
+
+from __future__ import annotations
+
+_DEFAULTS = dict(
+    # cpu engines: pixels per block streamed through the numba kernels. A block's
+    # working set (block × T × 8 bytes) should fit in the L2/L3 cache.
+    CPU_BLOCK_PIXELS=256,
+    # cuda engines: threads per block for 1-D kernels, and register-tile sizes of the
+    # batched masked Gram kernel.
+    CUDA_THREADS_PER_BLOCK=256,
+    CUDA_GRAM_TILE_PIXELS=32,
+    # ``engine="auto"`` picks CUDA only for batches at least this large (pixels × dates);
+    # below it the device start-up and transfers cost more than they save.
+    CUDA_AUTO_MIN_WORK=50_000_000,
+    # bytes of device memory one cuda chunk may use (fraction of free memory otherwise).
+    CUDA_CHUNK_BYTES=None,
+    # clustering (tscube.cluster): samples per block of the cpu kernels (each block
+    # keeps its own partial sums, so results do not depend on the thread count), and
+    # samples drawn for k-means++ seeding (seeding runs on this random subset).
+    CLUSTER_BLOCK_SAMPLES=2048,
+    CLUSTER_INIT_SAMPLES=100_000,
+)
+
+globals().update(_DEFAULTS)
+
+
+def reset() -> None:
+    """Restore every tunable to its default value."""
+    globals().update(_DEFAULTS)

@@ -1,0 +1,31 @@
+"""Choosing an engine: ``engine="auto"`` and GPU detection, shared by all algorithms."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from . import config
+
+
+@lru_cache(maxsize=1)
+def cuda_available() -> bool:
+    """True if numba.cuda finds a real GPU. Never raises: no driver or toolkit -> False.
+
+    The CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) is for tests and never counts.
+    """
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return False
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # pragma: no cover - broken driver/toolkit installs
+        return False
+
+
+def auto_engine(n_values: int) -> str:
+    """Engine for ``engine="auto"``: CUDA for large batches when a GPU is present, else cpu."""
+    if n_values >= config.CUDA_AUTO_MIN_WORK and cuda_available():
+        return "cuda"
+    return "cpu"

@@ -1,0 +1,61 @@
+"""Shared test helpers: where the R reference fixtures live, and how to load them."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+#: The project's shared folder (papers, SPECs, R fixtures), next to the repository.
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+BFAST_FIXTURES = SHARED / "fixtures" / "r_bfastmonitor"
+
+requires_shared = pytest.mark.skipif(not BFAST_FIXTURES.exists(), reason="../shared fixtures not available")
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.exists():
+        pytest.skip("../shared not available")
+    return SHARED
+
+
+@lru_cache(maxsize=1)
+def bfast_cases() -> list[dict]:
+    """The R bfastmonitor reference cases (empty when ../shared is absent)."""
+    path = BFAST_FIXTURES / "bfastmonitor_cases.json"
+    if not path.exists():
+        return []
+    return json.loads(path.read_text())["cases"]
+
+
+@lru_cache(maxsize=None)
+def bfast_series(name: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """(values, decimal-year times, frequency) of a fixture series, as R saw it."""
+    table = np.genfromtxt(BFAST_FIXTURES / "series" / f"{name}.csv", delimiter=",", names=True)
+    freq = {"ndvi": 24}.get(name, 23)
+    return table["value"], table["time"], freq
+
+
+def bfast_case_kwargs(case: dict) -> dict:
+    """tscube.bfast_monitor keyword arguments reproducing an R fixture case."""
+    formula = case["formula"]
+    history = case["history"]
+    if isinstance(history, list):
+        history = tuple(history) if len(history) == 2 else history[0]
+    values, times, freq = bfast_series(case["series"])
+    return dict(
+        data=values,
+        dates=times,
+        start=tuple(case["start"]),
+        order=0 if formula == "response ~ trend" else case["order"],
+        trend="trend" in formula,
+        h=case["h"],
+        level=case["level"],
+        end=case["end"],
+        history=history,
+        freq=freq,
+    )
