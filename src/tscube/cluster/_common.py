@@ -1,0 +1,140 @@
+"""Pieces shared by KMeans and GaussianMixture: engines, M step, seeding."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+ENGINES = ("auto", "reference", "cpu", "cuda")
+COVARIANCE_TYPES = ("full", "diag")
+
+
+def resolve_engine(engine):
+    """Return the engine module for ``engine`` (imported lazily: cuda only on request)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    name = "cpu" if engine == "auto" else engine
+    return importlib.import_module(f"tscube.cluster._{name}")
+
+
+def check_positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_nonnegative_float(value, name):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def precision_cholesky_from_covariances(covariances, covariance_type):
+    """Upper-triangular ``P`` with ``P P^T = Σ^-1`` per component (scikit-learn's layout).
+
+    Raises a ValueError (asking for a larger ``reg_covar``) when a covariance is
+    not positive definite.
+    """
+    message = (
+        "a component's covariance is not positive definite (too few or collinear "
+        "samples in it); increase reg_covar or decrease n_components"
+    )
+    if covariance_type == "full":
+        n_components, n_features, _ = covariances.shape
+        result = np.empty_like(covariances)
+        identity = np.eye(n_features)
+        for k in range(n_components):
+            try:
+                lower = np.linalg.cholesky(covariances[k])
+            except np.linalg.LinAlgError:
+                raise ValueError(message) from None
+            result[k] = np.linalg.solve(lower, identity).T
+        if not np.all(np.isfinite(result)):
+            raise ValueError(message)
+        return result
+    if np.any(covariances <= 0) or not np.all(np.isfinite(covariances)):
+        raise ValueError(message)
+    return 1.0 / np.sqrt(covariances)
+
+
+def precision_cholesky_from_precisions(precisions, covariance_type):
+    """``P`` from user-given precision matrices (as scikit-learn's ``precisions_init``)."""
+    precisions = np.asarray(precisions, dtype=np.float64)
+    if covariance_type == "full":
+        result = np.empty_like(precisions)
+        for k in range(precisions.shape[0]):
+            try:
+                flipped = np.linalg.cholesky(precisions[k][::-1, ::-1])
+            except np.linalg.LinAlgError:
+                raise ValueError("precisions_init must be positive definite") from None
+            result[k] = flipped[::-1, ::-1]
+        return result
+    if np.any(precisions <= 0):
+        raise ValueError("precisions_init must be positive")
+    return np.sqrt(precisions)
+
+
+def covariances_from_precision_cholesky(precisions_cholesky, covariance_type):
+    if covariance_type == "full":
+        return np.array([np.linalg.inv(p @ p.T) for p in precisions_cholesky])
+    return 1.0 / precisions_cholesky**2
+
+
+def precisions_from_cholesky(precisions_cholesky, covariance_type):
+    if covariance_type == "full":
+        return np.einsum("kij,klj->kil", precisions_cholesky, precisions_cholesky)
+    return precisions_cholesky**2
+
+
+def gmm_m_step(nk, s1, s2, pivot_means, reg_covar, covariance_type):
+    """New weights, means, covariances and precision factors from summed statistics.
+
+    ``s1``/``s2`` are centred on ``pivot_means`` (the means they were computed
+    with). As in scikit-learn, ``10·eps`` is added to every ``nk`` so that an
+    empty component keeps its mean, gets covariance ``reg_covar·I`` and a weight
+    of about zero instead of dividing by zero.
+    """
+    nk = nk + 10 * np.finfo(np.float64).eps
+    shift = s1 / nk[:, None]
+    means = pivot_means + shift
+    if covariance_type == "full":
+        covariances = s2 / nk[:, None, None] - shift[:, :, None] * shift[:, None, :]
+        covariances = 0.5 * (covariances + covariances.transpose(0, 2, 1))
+        n_features = means.shape[1]
+        covariances[:, np.arange(n_features), np.arange(n_features)] += reg_covar
+    else:
+        covariances = s2 / nk[:, None] - shift * shift + reg_covar
+    weights = nk / nk.sum()
+    precisions_cholesky = precision_cholesky_from_covariances(covariances, covariance_type)
+    return weights, means, covariances, precisions_cholesky
+
+
+def kmeans_plusplus(X, n_clusters, rng):
+    """Greedy k-means++ seeding (Arthur & Vassilvitskii; 2 + log k trials as scikit-learn)."""
+    n_samples = X.shape[0]
+    n_trials = 2 + int(np.log(n_clusters))
+    centers = np.empty((n_clusters, X.shape[1]))
+    centers[0] = X[rng.integers(n_samples)]
+    closest = np.sum((X - centers[0]) ** 2, axis=1)
+    for c in range(1, n_clusters):
+        total = closest.sum()
+        if total <= 0:  # fewer distinct points than clusters: pick any
+            candidates = rng.integers(n_samples, size=n_trials)
+        else:
+            cumulative = np.cumsum(closest)
+            candidates = np.searchsorted(cumulative, rng.random(n_trials) * total)
+            candidates = np.minimum(candidates, n_samples - 1)
+        best_potential, best = np.inf, None
+        for candidate in candidates:
+            new_closest = np.minimum(closest, np.sum((X - X[candidate]) ** 2, axis=1))
+            potential = new_closest.sum()
+            if potential < best_potential:
+                best_potential, best = potential, (candidate, new_closest)
+        centers[c] = X[best[0]]
+        closest = best[1]
+    return centers

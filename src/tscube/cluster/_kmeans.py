@@ -1,0 +1,181 @@
+"""k-means (Lloyd's algorithm) with scikit-learn's estimator API."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from tscube import config
+
+from ._common import check_nonnegative_float, check_positive_int, kmeans_plusplus, resolve_engine
+from ._streaming import apply_per_sample, make_samples
+
+KMEANS_INITS = ("k-means++", "random")
+
+
+class KMeans:
+    """k-means clustering by Lloyd's assign/aggregate iterations.
+
+    Each iteration is one pass over the data: every sample is assigned to its
+    nearest centre while per-block sums and counts are accumulated, then the
+    centres move to their cluster means (the parallel algorithm of the paper).
+
+    Parameters
+    ----------
+    n_clusters : int
+        Number of clusters ``K``.
+    init : {"k-means++", "random"} or ndarray of shape (K, D)
+        Seeding: greedy k-means++ or ``K`` distinct random samples, both drawn from a
+        random subset of ``config.CLUSTER_INIT_SAMPLES`` samples; or explicit centres.
+    max_iter : int
+        Maximum number of Lloyd iterations.
+    tol : float
+        Stop when the summed squared centre shift is at most
+        ``tol × mean feature variance`` (scikit-learn's rule), or when no label changed
+        (in-memory input only; streamed input does not keep labels between passes).
+    random_state : int, numpy Generator or None
+        Seed of the initialisation.
+    engine : {"auto", "reference", "cpu", "cuda"}
+        Implementation; "auto" is "cpu".
+    feature_dim : str
+        Name of the feature dimension of xarray input; all other dims are samples.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray (K, D)
+    labels_ : ndarray (N,)
+        Label of every training sample (-1 for samples with a non-finite feature);
+        only set for NumPy input.
+    inertia_ : float
+        Sum of squared distances of the samples to their closest centre.
+    n_iter_ : int
+    converged_ : bool
+
+    Notes
+    -----
+    Empty clusters: a cluster that receives no sample keeps its previous centre
+    (scikit-learn instead moves it to a far-away sample), and a warning is issued
+    at the end of ``fit`` if some cluster is still empty.
+    """
+
+    def __init__(self, n_clusters=8, *, init="k-means++", max_iter=300, tol=1e-4,
+                 random_state=None, engine="auto", feature_dim="band"):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.engine = engine
+        self.feature_dim = feature_dim
+
+    def _initial_centers(self, samples, rng):
+        if not isinstance(self.init, str):
+            centers = np.array(self.init, dtype=np.float64)
+            if centers.shape != (self.n_clusters, samples.n_features):
+                raise ValueError(
+                    f"init must have shape (n_clusters, n_features) = "
+                    f"({self.n_clusters}, {samples.n_features}), got {centers.shape}"
+                )
+            if not np.all(np.isfinite(centers)):
+                raise ValueError("init must hold finite centres")
+            return centers
+        if self.init not in KMEANS_INITS:
+            raise ValueError(f"init must be one of {KMEANS_INITS} or an array, got {self.init!r}")
+        subset = samples.subsample(int(config.CLUSTER_INIT_SAMPLES), rng)
+        if subset.shape[0] < self.n_clusters:  # tiny streamed chunks: take all
+            subset = samples.subsample(samples.n_samples, rng)
+        if self.init == "random":
+            return subset[rng.choice(subset.shape[0], self.n_clusters, replace=False)].copy()
+        return kmeans_plusplus(subset, self.n_clusters, rng)
+
+    def fit(self, X, y=None):
+        """Compute the clusters of ``X`` ((N, D) NumPy/dask array or xarray object)."""
+        n_clusters = check_positive_int(self.n_clusters, "n_clusters")
+        max_iter = check_positive_int(self.max_iter, "max_iter")
+        tol = check_nonnegative_float(self.tol, "tol")
+        engine = resolve_engine(self.engine)
+        samples = make_samples(X, self.engine, engine, self.feature_dim)
+        if samples.n_samples < n_clusters:
+            raise ValueError(
+                f"n_clusters={n_clusters} is larger than the number of samples with "
+                f"finite features ({samples.n_samples})"
+            )
+        rng = np.random.default_rng(self.random_state)
+        centers = self._initial_centers(samples, rng)
+        centers, labels, sse, counts, n_iter, converged = lloyd(
+            samples, centers, max_iter, tol * float(np.mean(samples.moments()[1]))
+        )
+        self.cluster_centers_ = centers
+        self.inertia_ = float(sse.sum())
+        self.n_iter_ = n_iter
+        self.converged_ = converged
+        self.n_features_in_ = samples.n_features
+        if labels is not None:
+            self.labels_ = _scatter_labels(X, labels, self.feature_dim)
+        if np.any(counts == 0):
+            warnings.warn(f"{int(np.sum(counts == 0))} of {n_clusters} clusters are empty",
+                          RuntimeWarning, stacklevel=2)
+        return self
+
+    def _check_fitted(self):
+        if not hasattr(self, "cluster_centers_"):
+            raise ValueError("this KMeans is not fitted yet: call fit first")
+
+    def predict(self, X):
+        """Index of the nearest centre per sample (-1 where a feature is not finite)."""
+        self._check_fitted()
+        engine = resolve_engine(self.engine)
+        centers = self.cluster_centers_
+
+        def nearest(rows):
+            return engine.kmeans_statistics(engine.prepare(rows), centers)[0]
+
+        return apply_per_sample(X, nearest, None, np.int64, -1, self.feature_dim)
+
+    def fit_predict(self, X, y=None):
+        return self.fit(X).predict(X)
+
+    def score(self, X, y=None):
+        """Opposite of the inertia of ``X`` under the fitted centres (higher is better)."""
+        self._check_fitted()
+        engine = resolve_engine(self.engine)
+        samples = make_samples(X, self.engine, engine, self.feature_dim)
+        return -float(samples.kmeans_statistics(self.cluster_centers_)[1].sum())
+
+
+def lloyd(samples, centers, max_iter, tol):
+    """Lloyd iterations as scikit-learn's ``_kmeans_single_lloyd``.
+
+    Returns centres, labels (None for streamed data), per-cluster SSE and counts
+    under the final centres, the number of iterations and whether it converged.
+    """
+    previous_labels = None
+    converged = False
+    for iteration in range(1, max_iter + 1):
+        labels, _, counts, sums = samples.kmeans_statistics(centers)
+        new_centers = centers.copy()
+        filled = counts > 0
+        new_centers[filled] = sums[filled] / counts[filled, None]
+        shift = float(np.sum((new_centers - centers) ** 2))
+        centers = new_centers
+        if labels is not None and previous_labels is not None and np.array_equal(
+                labels, previous_labels):
+            converged = True
+            break
+        if shift <= tol:
+            converged = True
+            break
+        previous_labels = labels
+    labels, sse, counts, _ = samples.kmeans_statistics(centers)
+    return centers, labels, sse, counts, iteration, converged
+
+
+def _scatter_labels(X, labels, feature_dim):
+    """Put the labels of the finite rows back at their places (-1 elsewhere)."""
+    from ._streaming import as_sample_matrix, finite_rows
+
+    matrix = np.asarray(as_sample_matrix(X, feature_dim), dtype=np.float64)
+    out = np.full(matrix.shape[0], -1, dtype=np.int64)
+    out[finite_rows(matrix)] = labels
+    return out
