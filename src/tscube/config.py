@@ -14,6 +14,10 @@ _DEFAULTS = dict(
     # batched masked Gram kernel.
     CUDA_THREADS_PER_BLOCK=256,
     CUDA_GRAM_TILE_PIXELS=32,
+    # batched masked Gram (tscube.parallel): regressor tile (the block is its square,
+    # capped at the number of regressors) and dates staged in shared memory per barrier.
+    CUDA_GRAM_TILE_K=16,
+    CUDA_GRAM_TILE_DATES=8,
     # ``engine="auto"`` picks CUDA only for batches at least this large (pixels × dates);
     # below it the device start-up and transfers cost more than they save.
     CUDA_AUTO_MIN_WORK=50_000_000,
