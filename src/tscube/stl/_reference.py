@@ -18,19 +18,18 @@ from ._status import StlStatus
 SINGULAR_RTOL = 1e-12
 
 
-def _solve_local_polynomial(u, weights, values, degree):
+def _solve_local_polynomial(u, weights, values, degree, scale):
     """Weighted least-squares polynomial in ``u``: (value, slope) at ``u = 0``.
 
-    Returns NaNs when the system is singular (too few distinct ``u`` with weight).
+    ``u`` is scaled by ``scale`` (the window half-width) so that the determinant test
+    is relative. Returns NaNs when the system is singular (too few distinct ``u`` with
+    positive weight).
     """
     total = weights.sum()
     if not total > 0.0:
         return np.nan, np.nan
     if degree == 0:
         return float((weights * values).sum() / total), 0.0
-    scale = np.abs(u).max()
-    if scale == 0.0:
-        return np.nan, np.nan
     v = u / scale
     size = degree + 1
     moments = [(weights * v**k).sum() / total for k in range(2 * degree + 1)]
@@ -58,7 +57,7 @@ def _local_fit(x, y, w, m, window, degree, n_full, flavor):
         h += extra / 2.0 if flavor == "stlplus" else extra // 2
     if flavor == "stlplus":
         tricube = np.where(distance < h, (1.0 - (distance / h) ** 3) ** 3, 0.0)
-        return _solve_local_polynomial(x - m, tricube * w, y, degree)
+        return _solve_local_polynomial(x - m, tricube * w, y, degree, h)
 
     # Cleveland's Fortran (stlest): cut-offs at 0.001h / 0.999h, degree-0 fallback.
     tricube = np.where(distance <= 0.001 * h, 1.0, (1.0 - (distance / h) ** 3) ** 3)
@@ -70,7 +69,7 @@ def _local_fit(x, y, w, m, window, degree, n_full, flavor):
     value = float((tricube * y).sum())
     if h > 0.0 and degree > 0:
         if degree == 2:
-            quad, _ = _solve_local_polynomial(x - m, tricube, y, 2)
+            quad, _ = _solve_local_polynomial(x - m, tricube, y, 2, h)
             if np.isfinite(quad):
                 return quad, 0.0
         mean = (tricube * x).sum()

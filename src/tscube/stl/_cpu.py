@@ -1,0 +1,442 @@
+"""numba engine of :func:`tscube.stl`: parallel over series, same semantics as ``_reference``.
+
+Each loess evaluation finds its ``q`` nearest valid points by binary search and
+expansion (O(q + log N), a direct index window when the input has no gap) and
+accumulates weighted moments in one pass, so no buffer of size ``q`` is needed per
+point. Moving averages are running sums, the robustness median a quickselect.
+Arithmetic is float64 throughout.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ._params import STLPLUS_ZERO_WEIGHT, StlParams
+from ._status import StlStatus
+
+SINGULAR_RTOL = 1e-12
+_STATSMODELS, _STLPLUS = 0, 1
+_OK = int(StlStatus.OK)
+_ALL_MISSING = int(StlStatus.ALL_MISSING)
+_TOO_FEW = int(StlStatus.TOO_FEW_OBSERVATIONS)
+_SUB_EMPTY = int(StlStatus.SUBSERIES_EMPTY)
+_SUB_SHORT = int(StlStatus.SUBSERIES_TOO_SHORT)
+_FIT_FAILED = int(StlStatus.FIT_FAILED)
+
+
+@njit(cache=True, inline="always")
+def _neighbourhood(xv, xstart, nv, complete, m, q):
+    """Index range [lo, hi) (into xv[xstart:xstart+nv]) of the q valid points nearest m,
+    and the index of the nearest one."""
+    if complete:  # positions 1..nv: the window is an index range
+        if q >= nv:
+            lo = 0
+        else:
+            lo = min(max(m - 1 - (q - 1) // 2, 0), nv - q)
+        nearest = min(max(m - 1, 0), nv - 1)
+        return lo, lo + q, nearest
+    a, b = 0, nv  # binary search: first valid position >= m
+    while a < b:
+        c = (a + b) // 2
+        if xv[xstart + c] < m:
+            a = c + 1
+        else:
+            b = c
+    left, right = a - 1, a
+    if left < 0:
+        nearest = right
+    elif right >= nv:
+        nearest = left
+    elif m - xv[xstart + left] <= xv[xstart + right] - m:
+        nearest = left
+    else:
+        nearest = right
+    for _ in range(q):
+        if left < 0:
+            right += 1
+        elif right >= nv:
+            left -= 1
+        elif m - xv[xstart + left] <= xv[xstart + right] - m:
+            left -= 1
+        else:
+            right += 1
+    return left + 1, right, nearest
+
+
+@njit(cache=True)
+def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg,
+               m, flavor):
+    """Loess (value, slope, nearest index) at position m; NaN value when it fails."""
+    q = min(window, nv)
+    lo, hi, nearest = _neighbourhood(xv, xstart, nv, complete, m, q)
+    if complete:
+        x_lo, x_hi = lo + 1, hi
+    else:
+        x_lo, x_hi = xv[xstart + lo], xv[xstart + hi - 1]
+    h = float(max(m - x_lo, x_hi - m))
+    if window > nv:
+        if flavor == _STLPLUS:
+            h += (window - nv) / 2.0
+        else:
+            h += (window - nv) // 2
+    h1 = 0.001 * h
+    h9 = 0.999 * h
+    s0 = s1 = s2 = s3 = s4 = 0.0
+    t0 = t1 = t2 = 0.0
+    for i in range(lo, hi):
+        x = i + 1 if complete else xv[xstart + i]
+        r = abs(x - m)
+        if flavor == _STLPLUS:
+            if r >= h:
+                continue
+            wt = (1.0 - (r / h) ** 3) ** 3
+        else:
+            if r > h9:
+                continue
+            wt = 1.0 if r <= h1 else (1.0 - (r / h) ** 3) ** 3
+        k = off + (x - 1) * stride
+        if use_w:
+            wt *= wts[k]
+        yv = vals[k]
+        v = (x - m) / h
+        wv = wt * v
+        s0 += wt
+        s1 += wv
+        s2 += wv * v
+        t0 += wt * yv
+        t1 += wv * yv
+        if deg == 2:
+            s3 += wv * v * v
+            s4 += wv * v * v * v
+            t2 += wv * v * yv
+    if not s0 > 0.0:
+        return np.nan, np.nan, nearest
+    t0 /= s0
+    if deg == 0:
+        return t0, 0.0, nearest
+    m1, m2 = s1 / s0, s2 / s0
+    t1 /= s0
+    if deg == 2:
+        m3, m4 = s3 / s0, s4 / s0
+        t2 /= s0
+        det = m2 * m4 - m3 * m3 - m1 * (m1 * m4 - m3 * m2) + m2 * (m1 * m3 - m2 * m2)
+        if abs(det) > SINGULAR_RTOL:
+            b0 = (t0 * (m2 * m4 - m3 * m3) - m1 * (t1 * m4 - m3 * t2)
+                  + m2 * (t1 * m3 - m2 * t2)) / det
+            b1 = ((t1 * m4 - m3 * t2) - t0 * (m1 * m4 - m3 * m2)
+                  + m2 * (m1 * t2 - t1 * m2)) / det
+            return b0, (b1 / h if flavor == _STLPLUS else 0.0), nearest
+        if flavor == _STLPLUS:
+            return np.nan, np.nan, nearest
+    var = m2 - m1 * m1
+    if flavor == _STLPLUS:
+        if not abs(var) > SINGULAR_RTOL:
+            return np.nan, np.nan, nearest
+        return t0 - m1 * (t1 - m1 * t0) / var, (t1 - m1 * t0) / var / h, nearest
+    # Fortran: linear correction only when the x-spread is not tiny
+    if h > 0.0 and var > 0.0 and h * np.sqrt(var) > 0.001 * (n_full - 1):
+        return t0 - m1 * (t1 - m1 * t0) / var, 0.0, nearest
+    return t0, 0.0, nearest
+
+
+@njit(cache=True)
+def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg, jump,
+           flavor, extend, out, out_off, out_stride, fbuf, sbuf):
+    """Loess at positions 1..n_full (and 0, n_full+1 if ``extend``) written to
+    ``out[out_off + position * out_stride]``."""
+    jump = min(jump, max(n_full - 1, 1))
+    n_eval = (n_full - 1) // jump + 1
+    if (n_eval - 1) * jump + 1 != n_full:
+        n_eval += 1
+    for e in range(n_eval):
+        m = min(1 + e * jump, n_full)
+        f, s, nearest = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete,
+                                   n_full, window, deg, m, flavor)
+        if flavor == _STATSMODELS and not np.isfinite(f):
+            x = nearest + 1 if complete else xv[xstart + nearest]
+            f = vals[off + (x - 1) * stride]
+        fbuf[e] = f
+        sbuf[e] = s
+    if jump == 1:
+        for e in range(n_full):
+            out[out_off + (e + 1) * out_stride] = fbuf[e]
+    elif flavor == _STATSMODELS:  # linear interpolation
+        for e in range(n_eval - 1):
+            m0 = 1 + e * jump
+            m1 = min(m0 + jump, n_full)
+            delta = (fbuf[e + 1] - fbuf[e]) / (m1 - m0)
+            for t in range(m0, m1):
+                out[out_off + t * out_stride] = fbuf[e] + delta * (t - m0)
+        out[out_off + n_full * out_stride] = fbuf[n_eval - 1]
+    else:  # stlplus: cubic Hermite between the eval points whose fit is finite
+        for t in range(1, n_full + 1):
+            out[out_off + t * out_stride] = np.nan
+        prev = -1
+        for e in range(n_eval):
+            if not np.isfinite(fbuf[e]):
+                continue
+            m1 = min(1 + e * jump, n_full)
+            out[out_off + m1 * out_stride] = fbuf[e]
+            if prev >= 0:
+                m0 = min(1 + prev * jump, n_full)
+                delta = float(m1 - m0)
+                for t in range(m0 + 1, m1):
+                    u = (t - m0) / delta
+                    out[out_off + t * out_stride] = (
+                        (2 * u**3 - 3 * u**2 + 1) * fbuf[prev] + (3 * u**2 - 2 * u**3) * fbuf[e]
+                        + (u**3 - 2 * u**2 + u) * delta * sbuf[prev]
+                        + (u**3 - u**2) * delta * sbuf[e])
+            prev = e
+    if extend:
+        f0 = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full,
+                        window, deg, 0, flavor)[0]
+        f1 = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full,
+                        window, deg, n_full + 1, flavor)[0]
+        if flavor == _STATSMODELS:
+            if not np.isfinite(f0):
+                f0 = out[out_off + out_stride]
+            if not np.isfinite(f1):
+                f1 = out[out_off + n_full * out_stride]
+        out[out_off] = f0
+        out[out_off + (n_full + 1) * out_stride] = f1
+
+
+@njit(cache=True)
+def _moving_average(x, n, length, ave):
+    """Running mean of ``length`` over x[:n] into ave[:n - length + 1] (as Fortran)."""
+    v = 0.0
+    for i in range(length):
+        v += x[i]
+    ave[0] = v / length
+    for j in range(1, n - length + 1):
+        v += x[j + length - 1] - x[j - 1]
+        ave[j] = v / length
+
+
+@njit(cache=True)
+def _select(a, n, k):
+    """k-th smallest of a[:n] (in place, quickselect); afterwards a[:k] <= a[k]."""
+    lo, hi = 0, n - 1
+    while hi > lo:
+        mid = (lo + hi) // 2
+        # median of three as pivot, moved to a[hi]
+        if a[mid] < a[lo]:
+            a[mid], a[lo] = a[lo], a[mid]
+        if a[hi] < a[lo]:
+            a[hi], a[lo] = a[lo], a[hi]
+        if a[mid] < a[hi]:
+            a[mid], a[hi] = a[hi], a[mid]
+        pivot = a[hi]
+        store = lo
+        for i in range(lo, hi):
+            if a[i] < pivot:
+                a[i], a[store] = a[store], a[i]
+                store += 1
+        a[store], a[hi] = a[hi], a[store]
+        if store == k:
+            return a[k]
+        if store < k:
+            lo = store + 1
+        else:
+            hi = store - 1
+    return a[k]
+
+
+@njit(cache=True)
+def _two_order_statistics(a, n, k_low, k_high):
+    """Sum of the k_low-th and k_high-th smallest of a[:n] (k_low <= k_high, adjacent
+    or equal)."""
+    high = _select(a, n, k_high)
+    if k_low == k_high:
+        return 2.0 * high
+    low = a[0]
+    for i in range(1, k_high):
+        if a[i] > low:
+            low = a[i]
+    return low + high
+
+
+@njit(cache=True)
+def _robustness_weights(y, fit_s, fit_t, valid, n, flavor, rw, resid):
+    nv = 0
+    for i in range(n):
+        if valid[i]:
+            resid[nv] = abs(y[i] - fit_s[i] - fit_t[i])
+            nv += 1
+    for i in range(n):
+        rw[i] = 1.0
+    if flavor == _STLPLUS:
+        mid1 = n // 2 + 1  # indices from the full length n (stlplus quirk)
+        mid2 = n - mid1 + 1
+        if nv < mid1:
+            return  # stlplus: h = NA, every weight 1
+        if mid1 == mid2:
+            h = 3.0 * _select(resid, nv, mid1 - 1)
+        else:
+            h = 3.0 * _two_order_statistics(resid, nv, mid2 - 1, mid1 - 1)
+        for i in range(n):
+            if valid[i]:
+                r = abs(y[i] - fit_s[i] - fit_t[i])
+                if r >= 0.999 * h:
+                    w = 0.0
+                elif r <= 0.001 * h:
+                    w = 1.0
+                else:
+                    w = (1.0 - (r / h) ** 2) ** 2
+                rw[i] = STLPLUS_ZERO_WEIGHT if w == 0.0 else w
+        return
+    cmad = 3.0 * _two_order_statistics(resid, nv, nv - nv // 2 - 1, nv // 2)  # 6 x median
+    if cmad == 0.0:
+        return
+    for i in range(n):
+        if valid[i]:
+            r = abs(y[i] - fit_s[i] - fit_t[i])
+            if r <= 0.001 * cmad:
+                rw[i] = 1.0
+            elif r <= 0.999 * cmad:
+                rw[i] = (1.0 - (r / cmad) ** 2) ** 2
+            else:
+                rw[i] = 0.0
+
+
+@njit(cache=True)
+def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, sub_nv,
+                   work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid):
+    """STL of one series into seasonal/trend/rw; returns the status code."""
+    (n, p, ns, nt, nl, isdeg, itdeg, ildeg, nsjump, ntjump, nljump, ni, no, periodic,
+     flavor) = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8],
+                prm[9], prm[10], prm[11], prm[12], prm[13], prm[14])
+    nv = 0
+    for i in range(n):
+        valid[i] = np.isfinite(y[i])
+        if valid[i]:
+            xv[nv] = i + 1
+            nv += 1
+    status = _OK
+    if nv == 0:
+        status = _ALL_MISSING
+    elif nv < 2 * p:
+        status = _TOO_FEW
+    else:
+        pos = 0
+        for j in range(p):
+            sub_start[j] = pos
+            k = (n - 1 - j) // p + 1
+            for i in range(k):
+                if valid[i * p + j]:
+                    sub_xv[pos] = i + 1
+                    pos += 1
+            sub_nv[j] = pos - sub_start[j]
+            if sub_nv[j] == 0:
+                status = _SUB_EMPTY
+                break
+            if flavor == _STLPLUS and periodic == 0 and sub_nv[j] < isdeg + 1:
+                status = _SUB_SHORT
+                break
+    if status != _OK:
+        for i in range(n):
+            seasonal[i] = trend[i] = rw[i] = np.nan
+        return status
+    complete = nv == n
+    for i in range(n):
+        trend[i] = 0.0
+        seasonal[i] = 0.0
+        rw[i] = 1.0
+    use_w = flavor == _STLPLUS
+    n_passes = no + 1
+    for pass_index in range(n_passes):
+        for _ in range(ni):
+            for i in range(n):
+                work_d[i] = y[i] - trend[i]
+            for j in range(p):
+                k = (n - 1 - j) // p + 1
+                knv = sub_nv[j]
+                if periodic and flavor == _STLPLUS:
+                    sw = 0.0
+                    swy = 0.0
+                    for a in range(knv):
+                        idx = (sub_xv[sub_start[j] + a] - 1) * p + j
+                        sw += rw[idx]
+                        swy += rw[idx] * work_d[idx]
+                    for m in range(k + 2):
+                        cycle[m * p + j] = swy / sw
+                else:
+                    _loess(work_d, rw, use_w, j, p, sub_xv, sub_start[j], knv, knv == k, k, ns,
+                           isdeg, nsjump, flavor, True, cycle, j, p, fbuf, sbuf)
+            _moving_average(cycle, n + 2 * p, p, ma1)
+            _moving_average(ma1, n + p + 1, p, ma2)
+            _moving_average(ma2, n + 2, 3, work_d)
+            if flavor == _STLPLUS:  # quirk: valid positions only, robustness-weighted
+                _loess(work_d, rw, True, 0, 1, xv, 0, nv, complete, n, nl, ildeg, nljump,
+                       flavor, False, low, -1, 1, fbuf, sbuf)
+            else:
+                _loess(work_d, rw, False, 0, 1, xv, 0, n, True, n, nl, ildeg, nljump,
+                       flavor, False, low, -1, 1, fbuf, sbuf)
+            for i in range(n):
+                seasonal[i] = cycle[p + i] - low[i]
+                work_d[i] = y[i] - seasonal[i]
+            _loess(work_d, rw, use_w, 0, 1, xv, 0, nv, complete, n, nt, itdeg, ntjump, flavor,
+                   False, trend, -1, 1, fbuf, sbuf)
+        if no > 0 and (flavor == _STLPLUS or pass_index < n_passes - 1):
+            _robustness_weights(y, seasonal, trend, valid, n, flavor, rw, resid)
+            use_w = True
+    if periodic and flavor == _STATSMODELS:  # R stl: seasonal replaced by its cycle means
+        for j in range(p):
+            k = (n - 1 - j) // p + 1
+            total = 0.0
+            for i in range(k):
+                total += seasonal[i * p + j]
+            for i in range(k):
+                seasonal[i * p + j] = total / k
+    for i in range(n):
+        if not (np.isfinite(seasonal[i]) and np.isfinite(trend[i])):
+            for t in range(n):
+                seasonal[t] = trend[t] = rw[t] = np.nan
+            return _FIT_FAILED
+    return _OK
+
+
+@njit(parallel=True, cache=True)
+def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks):
+    n_series, n = data.shape
+    p = prm[1]
+    for c in prange(n_chunks):
+        valid = np.empty(n, dtype=np.bool_)
+        xv = np.empty(n, dtype=np.int64)
+        sub_xv = np.empty(n, dtype=np.int64)
+        sub_start = np.empty(p, dtype=np.int64)
+        sub_nv = np.empty(p, dtype=np.int64)
+        work_d = np.empty(n + 2, dtype=np.float64)
+        cycle = np.empty(n + 2 * p, dtype=np.float64)
+        ma1 = np.empty(n + p + 1, dtype=np.float64)
+        ma2 = np.empty(n + 2, dtype=np.float64)
+        low = np.empty(n, dtype=np.float64)
+        fbuf = np.empty(n + 2, dtype=np.float64)
+        sbuf = np.empty(n + 2, dtype=np.float64)
+        resid = np.empty(n, dtype=np.float64)
+        start = c * n_series // n_chunks
+        stop = (c + 1) * n_series // n_chunks
+        for s in range(start, stop):
+            status[s] = _decompose_one(data[s], prm, seasonal[s], trend[s], weights[s], valid,
+                                       xv, sub_xv, sub_start, sub_nv, work_d, cycle, ma1, ma2,
+                                       low, fbuf, sbuf, resid)
+
+
+def decompose(data, prm: StlParams):
+    """cpu engine: ``data`` is ``(n_series, T)`` float64 with NaN for missing."""
+    n_series, n = data.shape
+    codes = np.array([n, prm.period, prm.seasonal, prm.trend, prm.low_pass, prm.seasonal_deg,
+                      prm.trend_deg, prm.low_pass_deg, prm.seasonal_jump, prm.trend_jump,
+                      prm.low_pass_jump, prm.inner_iter, prm.outer_iter, int(prm.periodic),
+                      _STLPLUS if prm.flavor == "stlplus" else _STATSMODELS], dtype=np.int64)
+    seasonal = np.empty((n_series, n))
+    trend = np.empty((n_series, n))
+    weights = np.empty((n_series, n))
+    status = np.empty(n_series, dtype=np.int8)
+    if n_series:
+        n_chunks = min(n_series, 8 * numba.get_num_threads())
+        _decompose_batch(np.ascontiguousarray(data, dtype=np.float64), codes, seasonal, trend,
+                         weights, status, n_chunks)
+    return seasonal, trend, weights, status
