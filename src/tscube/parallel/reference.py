@@ -369,6 +369,18 @@ def batched_gauss_jordan(A, B=None, rtol: float = DEFAULT_PIVOT_RTOL):
     scale = np.max(np.abs(A), axis=(1, 2)) if k else np.zeros(m)
     singular = ~np.isfinite(scale) | (scale == 0) if k else np.zeros(m, dtype=bool)
     batch = np.arange(m)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        _eliminate(aug, k, scale, singular, batch, rtol)
+    X = aug[:, :, k:]
+    X[singular] = np.nan
+    if vector_rhs:
+        X = X[:, :, 0]
+    return X, singular
+
+
+def _eliminate(aug, k, scale, singular, batch, rtol):
+    """Gauss–Jordan steps in place on the augmented batch (singular systems: garbage,
+    NaN-ed by the caller)."""
     for q in range(k):
         pivot_row = q + np.argmax(np.abs(aug[:, q:, q]), axis=1)
         rows_q = aug[batch, q].copy()
@@ -381,8 +393,3 @@ def batched_gauss_jordan(A, B=None, rtol: float = DEFAULT_PIVOT_RTOL):
         factors = aug[:, :, q].copy()
         factors[:, q] = 0.0
         aug -= factors[:, :, None] * aug[:, q, None, :]
-    X = aug[:, :, k:]
-    X[singular] = np.nan
-    if vector_rhs:
-        X = X[:, :, 0]
-    return X, singular
