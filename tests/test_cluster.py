@@ -1,0 +1,289 @@
+"""tscube.cluster: reference engine against scikit-learn, cpu engine against the reference,
+recovery of planted mixtures, streaming (dask/xarray) input and bad input."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans as SklearnKMeans
+from sklearn.metrics import adjusted_rand_score
+from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
+
+from tscube.cluster import GaussianMixture, KMeans
+from tscube.cluster import _cpu, _reference
+from tscube.cluster._common import precision_cholesky_from_covariances
+from tscube.datasets._gmm import make_gmm
+
+ENGINES = ["reference", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def mixture():
+    """Overlapping mixture: EM needs many iterations, responsibilities are soft."""
+    X, labels = make_gmm(1500, 3, 4, separation=1.0, random_state=1)
+    return X, labels
+
+
+def explicit_init(X, k, covariance_type, seed=0):
+    rng = np.random.default_rng(seed)
+    d = X.shape[1]
+    means = X[rng.choice(X.shape[0], k, replace=False)]
+    weights = rng.uniform(0.5, 1.5, k)
+    weights /= weights.sum()
+    if covariance_type == "full":
+        precisions = np.array([np.eye(d) * rng.uniform(0.5, 2) for _ in range(k)])
+    else:
+        precisions = rng.uniform(0.5, 2, (k, d))
+    return dict(weights_init=weights, means_init=means, precisions_init=precisions)
+
+
+def fit_sklearn_gmm(X, k, covariance_type, max_iter, tol, init):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return SklearnGaussianMixture(k, covariance_type=covariance_type, max_iter=max_iter,
+                                      tol=tol, reg_covar=1e-6, **init).fit(X)
+
+
+def fit_gmm(X, k, covariance_type, max_iter, tol, init, engine):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return GaussianMixture(k, covariance_type=covariance_type, max_iter=max_iter, tol=tol,
+                               reg_covar=1e-6, engine=engine, **init).fit(X)
+
+
+def assert_same_mixture(ours, theirs, rtol=1e-6):
+    np.testing.assert_allclose(ours.weights_, theirs.weights_, rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(ours.means_, theirs.means_, rtol=rtol, atol=1e-10)
+    np.testing.assert_allclose(ours.covariances_, theirs.covariances_, rtol=rtol, atol=1e-10)
+    np.testing.assert_allclose(ours.precisions_cholesky_, theirs.precisions_cholesky_,
+                               rtol=rtol, atol=1e-10)
+    np.testing.assert_allclose(ours.precisions_, theirs.precisions_, rtol=rtol, atol=1e-10)
+    np.testing.assert_allclose(ours.lower_bound_, theirs.lower_bound_, rtol=rtol)
+    assert ours.n_iter_ == theirs.n_iter_
+
+
+# ----------------------------------------------------------- reference == scikit-learn
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_gmm_equals_sklearn_after_fixed_iterations(mixture, covariance_type, engine):
+    X, _ = mixture
+    init = explicit_init(X, 4, covariance_type)
+    theirs = fit_sklearn_gmm(X, 4, covariance_type, 12, 0.0, init)
+    ours = fit_gmm(X, 4, covariance_type, 12, 0.0, init, engine)
+    assert_same_mixture(ours, theirs)
+    np.testing.assert_array_equal(ours.labels_, theirs.predict(X))
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_gmm_stops_at_the_same_iteration_as_sklearn(mixture, covariance_type):
+    X, _ = mixture
+    init = explicit_init(X, 4, covariance_type, seed=3)
+    theirs = fit_sklearn_gmm(X, 4, covariance_type, 500, 1e-4, init)
+    ours = fit_gmm(X, 4, covariance_type, 500, 1e-4, init, "reference")
+    assert theirs.converged_ and ours.converged_
+    assert_same_mixture(ours, theirs)
+
+
+def test_gmm_inference_equals_sklearn(mixture):
+    X, _ = mixture
+    init = explicit_init(X, 4, "full", seed=5)
+    theirs = fit_sklearn_gmm(X, 4, "full", 20, 0.0, init)
+    ours = fit_gmm(X, 4, "full", 20, 0.0, init, "cpu")
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-8)
+    np.testing.assert_allclose(ours.score_samples(X), theirs.score_samples(X), rtol=1e-6)
+    np.testing.assert_allclose(ours.score(X), theirs.score(X), rtol=1e-6)
+    np.testing.assert_allclose(ours.bic(X), theirs.bic(X), rtol=1e-6)
+    np.testing.assert_allclose(ours.aic(X), theirs.aic(X), rtol=1e-6)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_kmeans_equals_sklearn_with_the_same_init(mixture, engine):
+    X, _ = mixture
+    centers = X[np.random.default_rng(7).choice(X.shape[0], 5, replace=False)]
+    theirs = SklearnKMeans(5, init=centers, n_init=1, max_iter=300, tol=1e-4).fit(X)
+    ours = KMeans(5, init=centers, max_iter=300, tol=1e-4, engine=engine).fit(X)
+    np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=1e-9)
+    np.testing.assert_array_equal(ours.labels_, theirs.labels_)
+    np.testing.assert_allclose(ours.inertia_, theirs.inertia_, rtol=1e-9)
+    assert ours.n_iter_ == theirs.n_iter_
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+
+
+def test_kmeans_fixed_iteration_count_equals_sklearn(mixture):
+    X, _ = mixture
+    centers = X[:6]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = SklearnKMeans(6, init=centers, n_init=1, max_iter=3, tol=0).fit(X)
+    ours = KMeans(6, init=centers, max_iter=3, tol=0, engine="cpu").fit(X)
+    np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=1e-9)
+    np.testing.assert_allclose(ours.inertia_, theirs.inertia_, rtol=1e-9)
+    assert ours.n_iter_ == theirs.n_iter_ == 3
+
+
+# ------------------------------------------------------------ cpu engine == reference
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_cpu_statistics_equal_reference(covariance_type, monkeypatch):
+    from tscube import config
+
+    monkeypatch.setattr(config, "CLUSTER_BLOCK_SAMPLES", 64)  # many blocks, ragged last
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(1000, 4)) * [1, 2, 0.5, 3] + 10
+    means = X[:5] + 0.1
+    covariances = np.array([np.diag(rng.uniform(0.5, 3, 4)) + 0.2 for _ in range(5)])
+    if covariance_type == "diag":
+        covariances = np.array([np.diag(c) for c in covariances])
+    factors = precision_cholesky_from_covariances(covariances, covariance_type)
+    log_weights = np.log(rng.dirichlet(np.ones(5)))
+    expected = _reference.gmm_statistics(X, means, factors, log_weights, covariance_type)
+    got = _cpu.gmm_statistics(X, means, factors, log_weights, covariance_type)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-9)
+    expected = _reference.gmm_log_resp(X, means, factors, log_weights, covariance_type)
+    got = _cpu.gmm_log_resp(X, means, factors, log_weights, covariance_type)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-10)
+    expected = _reference.kmeans_statistics(X, means)
+    got = _cpu.kmeans_statistics(X, means)
+    np.testing.assert_array_equal(got[0], expected[0])
+    for e, g in zip(expected[1:], got[1:]):
+        np.testing.assert_allclose(g, e, rtol=1e-10)
+
+
+def test_cpu_fit_equals_reference_fit():
+    X, _ = make_gmm(3000, 5, 6, separation=2.0, random_state=4)
+    a = GaussianMixture(6, random_state=0, engine="reference").fit(X)
+    b = GaussianMixture(6, random_state=0, engine="cpu").fit(X)
+    np.testing.assert_allclose(b.means_, a.means_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(b.covariances_, a.covariances_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(b.lower_bound_, a.lower_bound_, rtol=1e-10)
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+# ------------------------------------------------------------- recovery on make_gmm
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_gmm_recovers_planted_components(covariance_type):
+    X, truth, (weights, means, _) = make_gmm(4000, 4, 5, separation=8.0, random_state=11,
+                                             return_params=True)
+    model = GaussianMixture(5, covariance_type=covariance_type, random_state=0).fit(X)
+    assert model.converged_
+    assert adjusted_rand_score(truth, model.labels_) > 0.99
+    order = [np.argmin(np.linalg.norm(means - m, axis=1)) for m in model.means_]
+    assert sorted(order) == list(range(5))
+    np.testing.assert_allclose(model.weights_, weights[order], atol=0.03)
+
+
+def test_kmeans_recovers_planted_clusters():
+    X, truth = make_gmm(4000, 3, 6, separation=10.0, random_state=12)
+    model = KMeans(6, random_state=0).fit(X)
+    assert model.converged_
+    assert adjusted_rand_score(truth, model.labels_) > 0.99
+
+
+def test_bic_prefers_the_true_number_of_components():
+    X, _ = make_gmm(2000, 2, 3, separation=8.0, random_state=13)
+    bics = [GaussianMixture(k, random_state=0).fit(X).bic(X) for k in (1, 2, 3, 4, 5)]
+    assert int(np.argmin(bics)) == 2
+
+
+def test_make_gmm_draws_from_the_stated_mixture():
+    X, labels, (weights, means, covariances) = make_gmm(
+        20000, 3, 2, separation=5.0, random_state=0, return_params=True)
+    assert X.shape == (20000, 3) and labels.shape == (20000,)
+    np.testing.assert_allclose(weights.sum(), 1.0)
+    for k in range(2):
+        members = X[labels == k]
+        np.testing.assert_allclose(members.mean(axis=0), means[k], atol=0.05)
+        np.testing.assert_allclose(np.cov(members.T), covariances[k], atol=0.08)
+        assert np.all(np.linalg.eigvalsh(covariances[k]) > 0)
+    again = make_gmm(20000, 3, 2, separation=5.0, random_state=0)[0]
+    np.testing.assert_array_equal(X, again)
+    with pytest.raises(ValueError, match="n_components"):
+        make_gmm(10, 2, 0)
+
+
+# ------------------------------------------------------------------ bad input
+def test_rows_with_nan_are_ignored_in_fit_and_flagged_in_predict(mixture):
+    X, _ = mixture
+    dirty = X.copy()
+    dirty[[3, 50, 700]] = np.nan
+    dirty[9, 1] = np.inf
+    clean = np.delete(X, [3, 9, 50, 700], axis=0)
+    init = explicit_init(X, 4, "full")
+    a = fit_gmm(dirty, 4, "full", 5, 0.0, init, "cpu")
+    b = fit_gmm(clean, 4, "full", 5, 0.0, init, "cpu")
+    np.testing.assert_allclose(a.means_, b.means_, rtol=1e-12)
+    np.testing.assert_allclose(a.lower_bound_, b.lower_bound_, rtol=1e-12)
+    labels = a.predict(dirty)
+    assert labels.shape == (X.shape[0],)
+    np.testing.assert_array_equal(labels[[3, 9, 50, 700]], -1)
+    assert np.all(labels[np.isfinite(dirty).all(axis=1)] >= 0)
+    proba = a.predict_proba(dirty)
+    assert np.all(np.isnan(proba[[3, 9]])) and np.allclose(proba[0].sum(), 1.0)
+    assert np.isnan(a.score_samples(dirty)[50])
+    km = KMeans(4, init=X[:4], engine="cpu").fit(dirty)
+    assert km.labels_[700] == -1 and km.labels_[0] >= 0
+
+
+def test_all_nan_input_is_rejected():
+    with pytest.raises(ValueError, match="n_components"):
+        GaussianMixture(2).fit(np.full((10, 2), np.nan))
+
+
+@pytest.mark.parametrize("Estimator,name", [(GaussianMixture, "n_components"),
+                                            (KMeans, "n_clusters")])
+def test_more_clusters_than_samples_is_rejected(Estimator, name):
+    with pytest.raises(ValueError, match=name):
+        Estimator(5).fit(np.random.default_rng(0).normal(size=(4, 2)))
+
+
+def test_constant_feature_is_handled_by_reg_covar():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=500), np.full(500, 3.0)])
+    X[:250, 0] += 10
+    model = GaussianMixture(2, reg_covar=1e-4, random_state=0).fit(X)
+    assert np.all(np.isfinite(model.means_)) and np.isfinite(model.lower_bound_)
+    np.testing.assert_allclose(model.covariances_[:, 1, 1], 1e-4, rtol=1e-6)
+    np.testing.assert_allclose(model.means_[:, 1], 3.0)
+    with pytest.raises(ValueError, match="reg_covar"):
+        GaussianMixture(2, reg_covar=0.0, random_state=0).fit(X)
+    km = KMeans(2, random_state=0).fit(X)
+    np.testing.assert_allclose(km.cluster_centers_[:, 1], 3.0)
+
+
+def test_empty_kmeans_cluster_keeps_its_centre_and_warns():
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    init = np.array([[0.0, 0.0], [100.0, 100.0]])
+    with pytest.warns(RuntimeWarning, match="empty"):
+        model = KMeans(2, init=init).fit(X)
+    np.testing.assert_array_equal(model.cluster_centers_[1], init[1])
+    assert np.all(model.labels_ == 0)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(covariance_type="tied"), "covariance_type"),
+    (dict(engine="gpu"), "engine"),
+    (dict(max_iter=0), "max_iter"),
+    (dict(reg_covar=-1.0), "reg_covar"),
+    (dict(init="nonsense"), "init"),
+    (dict(means_init=np.zeros((3, 2))), "means_init"),
+    (dict(weights_init=[0.9, 0.9]), "weights_init"),
+])
+def test_gmm_bad_parameters_are_named(kwargs, match):
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.raises(ValueError, match=match):
+        GaussianMixture(2, **kwargs).fit(X)
+
+
+def test_bad_arrays_and_unfitted_models_are_rejected():
+    with pytest.raises(ValueError, match="2-D"):
+        KMeans(2).fit(np.zeros(10))
+    with pytest.raises(TypeError, match="real numbers"):
+        GaussianMixture(2).fit(np.array([["a", "b"]] * 5))
+    with pytest.raises(ValueError, match="not fitted"):
+        GaussianMixture(2).predict(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="init must have shape"):
+        KMeans(2, init=np.zeros((3, 2))).fit(np.zeros((10, 2)))
