@@ -75,6 +75,17 @@ def test_batched_scan_matches_cumsum(exclusive, rng):
     assert R.batched_scan(np.zeros((2, 0))).shape == (2, 0)
 
 
+def test_batched_sum_matches_loop(rng):
+    values = rng.standard_normal((4, 9)).astype(np.float32)
+    values[0, 3] = np.nan
+    got = R.batched_sum(values, skip_nan=True)
+    assert got.dtype == np.float64
+    for r, row in enumerate(values):
+        assert got[r] == pytest.approx(sum(float(v) for v in row if not np.isnan(v)), rel=1e-12)
+    assert np.isnan(R.batched_sum(values)[0])
+    assert R.batched_sum(np.ones((2, 3), bool)).tolist() == [3, 3]
+
+
 def test_compact_with_keys_matches_loop(rng):
     values = rng.standard_normal((4, 15))
     values[rng.random(values.shape) < 0.4] = np.nan

@@ -94,6 +94,19 @@ def test_batched_scan_rows(shape, exclusive, rng):
     np.testing.assert_array_equal(got, R.batched_scan(values, exclusive=exclusive))
 
 
+@pytest.mark.parametrize("shape", [(5, 37), (2, 1), (3, 0), (0, 4)])
+@pytest.mark.parametrize("skip_nan", [False, True])
+def test_batched_sum_rows(shape, skip_nan, rng):
+    values = rng.standard_normal(shape)
+    values[rng.random(shape) < 0.2] = np.nan
+    got = C.batched_sum(values, skip_nan=skip_nan, threads_per_block=8)
+    np.testing.assert_allclose(got, R.batched_sum(values, skip_nan=skip_nan), rtol=1e-12,
+                               atol=1e-12)
+    counts = C.batched_sum(~np.isnan(values), threads_per_block=8)
+    np.testing.assert_array_equal(counts, R.batched_sum(~np.isnan(values)))
+    assert counts.dtype == np.int64
+
+
 def _nan_rows(rng, shape, fraction=0.4):
     values = rng.standard_normal(shape)
     values[rng.random(shape) < fraction] = np.nan

@@ -27,6 +27,7 @@ CUDA_FUNCTIONS = (
     "exclusive_scan",
     "segmented_scan",
     "batched_scan",
+    "batched_sum",
     "compact_with_keys",
     "first_true",
     "argmin",

@@ -38,6 +38,7 @@ __all__ = [
     "block_exclusive_segscan",
     "block_argmin",
     "block_min_index",
+    "block_sum",
     "block_scan_row",
     "block_compact_row",
     "scan_shared_size",
@@ -47,6 +48,7 @@ __all__ = [
     "exclusive_scan",
     "segmented_scan",
     "batched_scan",
+    "batched_sum",
     "compact_with_keys",
     "first_true",
     "argmin",
@@ -259,6 +261,23 @@ def block_min_index(si):
     index = si[0]
     cuda.syncthreads()
     return index
+
+
+@cuda.jit(device=True)
+def block_sum(s):
+    """Tree sum of shared ``s[0:blockDim.x]`` (one partial per thread; power-of-two
+    block). Work O(n), depth log2(n). Returns the total; ends with a barrier."""
+    tid = cuda.threadIdx.x
+    d = cuda.blockDim.x >> 1
+    while d > 0:
+        cuda.syncthreads()
+        if tid < d:
+            s[tid] += s[tid + d]
+        d >>= 1
+    cuda.syncthreads()
+    total = s[0]
+    cuda.syncthreads()
+    return total
 
 
 @cuda.jit(device=True)
@@ -517,6 +536,29 @@ def _batched_scan_kernel(tpb: int, acc: str):
         block_scan_row(values[row], out[row], s, exclusive, zero)
 
     return batched_scan_rows
+
+
+@lru_cache(maxsize=None)
+def _batched_sum_kernel(tpb: int, acc: str):
+    acc_nb = _numba_type(acc)
+    zero = np.dtype(acc).type(0)
+
+    @cuda.jit
+    def batched_sum_rows(values, out, skip_nan):
+        s = cuda.shared.array(tpb, acc_nb)
+        row = cuda.blockIdx.x
+        tid = cuda.threadIdx.x
+        partial = zero
+        for t in range(tid, values.shape[1], tpb):  # thread-local pass (Brent)
+            v = values[row, t]
+            if not (skip_nan and v != v):
+                partial += v
+        s[tid] = partial
+        total = block_sum(s)
+        if tid == 0:
+            out[row] = total
+
+    return batched_sum_rows
 
 
 @lru_cache(maxsize=None)
@@ -858,6 +900,24 @@ def batched_scan(values, exclusive: bool = False, dtype=None,
         _to_device_numeric(rows), d_out, bool(exclusive)
     )
     return d_out.copy_to_host().reshape(values.shape)
+
+
+def batched_sum(values, dtype=None, skip_nan: bool = False,
+                threads_per_block=None) -> np.ndarray:
+    """Row sums, one block per row; see :func:`reference.batched_sum`."""
+    values = np.asarray(values)
+    if values.ndim < 1:
+        raise ValueError("values must have at least one dimension")
+    acc = _ref.accumulation_dtype(values.dtype, dtype)
+    tpb = _threads_per_block(threads_per_block)
+    rows = _ref._rows(values)
+    if rows.shape[0] == 0:
+        return np.zeros(values.shape[:-1], dtype=acc)
+    d_out = cuda.device_array(rows.shape[0], dtype=acc)
+    _batched_sum_kernel(tpb, acc.str)[rows.shape[0], tpb](
+        _to_device_numeric(rows), d_out, bool(skip_nan)
+    )
+    return d_out.copy_to_host().reshape(values.shape[:-1])
 
 
 def compact_with_keys(values, fill_value=np.nan, key_fill: int = 0,

@@ -23,6 +23,7 @@ __all__ = [
     "exclusive_scan",
     "segmented_scan",
     "batched_scan",
+    "batched_sum",
     "compact_with_keys",
     "first_true",
     "argmin",
@@ -176,6 +177,31 @@ def batched_scan(values, exclusive: bool = False, dtype=None) -> np.ndarray:
     for r, row in enumerate(rows):
         out[r] = scan(row, dtype=acc)
     return out.reshape(values.shape)
+
+
+def batched_sum(values, dtype=None, skip_nan: bool = False) -> np.ndarray:
+    """Sum of every row along the last axis (e.g. valid counts, residual sums of squares).
+
+    Parameters
+    ----------
+    values : array_like, shape (..., n)
+        Numbers or booleans.
+    dtype : dtype-like, optional
+        Accumulation and output dtype (see :func:`accumulation_dtype`).
+    skip_nan : bool, default False
+        Treat NaN as 0 instead of propagating it.
+
+    Returns
+    -------
+    numpy.ndarray, shape (...)
+    """
+    values = np.asarray(values)
+    if values.ndim < 1:
+        raise ValueError("values must have at least one dimension")
+    acc = accumulation_dtype(values.dtype, dtype)
+    if skip_nan and values.dtype.kind == "f":
+        values = np.where(np.isnan(values), 0, values)
+    return np.sum(values, axis=-1, dtype=acc)
 
 
 def compact_with_keys(values, fill_value=np.nan, key_fill: int = 0):
