@@ -272,6 +272,11 @@ def test_gauss_jordan_one_by_one_and_empty():
     assert x.shape == (0, 3, 3) and singular.shape == (0,)
 
 
+def test_gauss_jordan_too_large_for_shared_memory_is_rejected():
+    with pytest.raises(ValueError, match="shared-memory"):
+        C.batched_gauss_jordan(np.zeros((1, 60, 60)))
+
+
 @pytest.mark.parametrize("bad", [3, 0, 2048, 2.0, True])
 def test_bad_threads_per_block_is_rejected(bad):
     with pytest.raises((ValueError, TypeError), match="threads_per_block"):

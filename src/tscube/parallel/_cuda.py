@@ -61,6 +61,10 @@ __all__ = [
 #: strided accesses of the Blelloch tree free of bank conflicts (GPU Gems 3, ch. 39).
 LOG_NUM_BANKS = 5
 
+#: Static shared memory one block may use (48 KiB on every CUDA GPU); bounds the order of
+#: the augmented systems of :func:`batched_gauss_jordan` (k = 56 for an inverse).
+GAUSS_JORDAN_MAX_SHARED_BYTES = 48 * 1024 - 64
+
 
 # --------------------------------------------------------------------------------------
 # configuration helpers
@@ -1121,6 +1125,12 @@ def batched_gauss_jordan(A, B=None, rtol: float = _ref.DEFAULT_PIVOT_RTOL,
     if not rtol >= 0:
         raise ValueError(f"rtol must be non-negative, got {rtol}")
     r = B.shape[2]
+    if k * (k + r) * 8 > GAUSS_JORDAN_MAX_SHARED_BYTES:
+        raise ValueError(
+            f"A of order {k} with {r} right-hand sides does not fit the shared-memory "
+            f"Gauss-Jordan kernel (k * (k + r) * 8 bytes must be <= "
+            f"{GAUSS_JORDAN_MAX_SHARED_BYTES})"
+        )
     if m == 0 or k == 0 or r == 0:
         X = np.zeros((m, k, r))
         singular = np.zeros(m, dtype=bool)
