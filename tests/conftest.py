@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+# CUDA kernels run on numba's CUDA simulator unless a real GPU run is asked for. This must
+# happen before numba is imported; it only affects numba.cuda, not the CPU kernels.
+if not os.environ.get("TSCUBE_TEST_REAL_CUDA"):
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
 import json
 from functools import lru_cache
 from pathlib import Path

@@ -103,9 +103,9 @@ def _datetime_decimal(index: pd.DatetimeIndex, freq: int | None) -> tuple[np.nda
     if freq is None or freq == 365:
         return year + (_yday365(index) - 1) / 365.0, 365
     if freq == 23:
-        return year + (index.dayofyear.to_numpy() - 1) / 16.0 / 23.0, 23
+        return year + (index.day_of_year.to_numpy() - 1) / 16.0 / 23.0, 23
     if freq == 36:
-        return year + (index.dayofyear.to_numpy() - 1) / 10.0 / 36.0, 36
+        return year + (index.day_of_year.to_numpy() - 1) / 10.0 / 36.0, 36
     if freq == 12:
         return year + (index.month.to_numpy() - 1) / 12.0, 12
     return year + (_yday365(index) - 1) / 365.0, freq
