@@ -59,6 +59,14 @@ def test_scan_float32_accumulates_in_float64(rng):
     np.testing.assert_allclose(got32, np.cumsum(x, dtype=np.float64), rtol=1e-5)
 
 
+def test_scan_propagates_nan_like_the_reference(rng):
+    x = rng.standard_normal(70)
+    x[40] = np.nan
+    got = C.inclusive_scan(x, threads_per_block=TPB)
+    np.testing.assert_allclose(got, R.inclusive_scan(x), rtol=1e-12, atol=1e-12)
+    assert np.isnan(got[40:]).all() and not np.isnan(got[:40]).any()
+
+
 def test_scan_of_booleans_counts(rng):
     flags = rng.random(45) < 0.4
     np.testing.assert_array_equal(C.inclusive_scan(flags, threads_per_block=TPB),
