@@ -10,7 +10,7 @@ import pytest
 from tscube import BfastStatus, bfast_monitor
 from tscube.datasets import make_cube
 
-ENGINES = ["reference"]
+ENGINES = ["reference", "cpu"]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from tscube import BfastStatus, bfast_monitor
 from tscube.datasets import make_cube
 
-ENGINES = ["reference"]
+ENGINES = ["reference", "cpu"]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,11 @@ def test_pixels_do_not_influence_each_other(engine, cube):
     for r, c in [(0, 0), (3, 4), (5, 6)]:
         alone = bfast_monitor(cube.data[:, r, c], cube.dates, cube.start, freq=23, return_process=True, engine=engine)
         for name, value in alone.to_dict().items():
-            np.testing.assert_array_equal(value, getattr(whole, name)[..., r, c], err_msg=name)
+            inside = getattr(whole, name)[..., r, c]
+            if np.issubdtype(value.dtype, np.integer):
+                np.testing.assert_array_equal(value, inside, err_msg=name)
+            else:  # a BLAS Gram may sum in another order for another batch size
+                np.testing.assert_allclose(value, inside, rtol=1e-12, atol=1e-15, err_msg=name)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

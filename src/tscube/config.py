@@ -10,6 +10,9 @@ _DEFAULTS = dict(
     # cpu engines: pixels per block streamed through the numba kernels. A block's
     # working set (block × T × 8 bytes) should fit in the L2/L3 cache.
     CPU_BLOCK_PIXELS=256,
+    # cpu BFAST Monitor: how the masked history Gram matrices are formed, "fused" (in the
+    # per-pixel loop) or "blas" (one matrix product per chunk); None = the engine's default.
+    CPU_BFAST_GRAM=None,
     # cuda engines: threads per block for 1-D kernels, and register-tile sizes of the
     # batched masked Gram kernel.
     CUDA_THREADS_PER_BLOCK=256,
@@ -23,6 +26,11 @@ _DEFAULTS = dict(
     CUDA_AUTO_MIN_WORK=50_000_000,
     # bytes of device memory one cuda chunk may use (fraction of free memory otherwise).
     CUDA_CHUNK_BYTES=None,
+    # without CUDA_CHUNK_BYTES, cuda engines use this fraction of the free device memory
+    # (split over two buffer sets that alternate between two streams), and at most this
+    # many pixels per chunk (bounds the pinned host staging buffers).
+    CUDA_MEMORY_FRACTION=0.5,
+    CUDA_CHUNK_PIXELS_MAX=131_072,
     # clustering (tscube.cluster): samples per block of the cpu kernels (each block
     # keeps its own partial sums, so results do not depend on the thread count), and
     # samples drawn for k-means++ seeding (seeding runs on this random subset).

@@ -1,0 +1,88 @@
+"""The cpu engine equals the reference engine (and so R) on fixtures and random cubes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tscube import bfast_monitor, config
+from tscube.bfast.result import OUTPUT_DTYPES
+from tscube.datasets import make_cube
+
+from conftest import bfast_case_kwargs, bfast_cases
+
+GRAMS = ["fused", "blas"]
+
+
+def assert_same_result(a, b, rtol=1e-5):
+    """Identical integer outputs; float outputs within ``rtol`` (NaN where NaN)."""
+    for name in list(OUTPUT_DTYPES) + (["process", "boundary"] if a.process is not None else []):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.shape == y.shape, name
+        if np.issubdtype(x.dtype, np.integer):
+            np.testing.assert_array_equal(x, y, err_msg=name)
+        else:
+            np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=name)
+            np.testing.assert_allclose(x, y, rtol=rtol, atol=1e-10, equal_nan=True, err_msg=name)
+
+
+@pytest.fixture(params=GRAMS)
+def gram(request):
+    config.CPU_BFAST_GRAM = request.param
+    yield request.param
+    config.reset()
+
+
+_FIXTURE_CASES = [c for c in bfast_cases() if c["status"] != "error" and c["history"] not in ("ROC", "BP")]
+
+
+@pytest.mark.parametrize("case", _FIXTURE_CASES[::7], ids=[c["id"] for c in _FIXTURE_CASES[::7]])
+def test_cpu_equals_reference_on_r_fixtures(case, gram):
+    kwargs = bfast_case_kwargs(case)
+    try:
+        ref = bfast_monitor(**kwargs, return_process=True, engine="reference")
+    except ValueError:
+        pytest.skip("caller error in both engines")
+    assert_same_result(bfast_monitor(**kwargs, return_process=True, engine="cpu"), ref)
+
+
+@pytest.mark.parametrize("nan_fraction", [0.0, 0.5, 0.9, 1.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cpu_equals_reference_random_cubes(nan_fraction, dtype, gram):
+    cube = make_cube("demo", shape=(7, 9), n_dates=150, n_history=90, nan_fraction=nan_fraction, dtype=dtype, seed=4)
+    kwargs = dict(data=cube.data, dates=cube.dates, start=cube.start, freq=23, return_process=True)
+    assert_same_result(bfast_monitor(**kwargs, engine="cpu"), bfast_monitor(**kwargs, engine="reference"))
+
+
+@pytest.mark.parametrize(
+    "shape, n_dates, n_history",
+    [((1,), 60, 30), ((1, 1), 40, 12), ((3, 1, 2), 50, 25), ((2, 11), 80, 20)],
+)
+def test_cpu_equals_reference_odd_shapes(shape, n_dates, n_history):
+    """One pixel, T barely above k, non-square grids, extra pixel dims."""
+    cube = make_cube("demo", shape=(1, int(np.prod(shape))), n_dates=n_dates, n_history=n_history, nan_fraction=0.2, seed=9)
+    data = cube.data.reshape((n_dates,) + shape)
+    kwargs = dict(data=data, dates=cube.dates, start=cube.start, freq=23, order=1)
+    assert_same_result(bfast_monitor(**kwargs, engine="cpu"), bfast_monitor(**kwargs, engine="reference"))
+
+
+def test_cpu_int16_nodata_equals_reference():
+    cube = make_cube("demo", shape=(5, 5), n_dates=120, n_history=70, nan_fraction=0.4, seed=2)
+    data = np.where(np.isnan(cube.data), -3000, np.round(cube.data * 1e4)).astype(np.int16)
+    kwargs = dict(data=data, dates=cube.dates, start=cube.start, freq=23, nodata=-3000, return_process=True)
+    assert_same_result(bfast_monitor(**kwargs, engine="cpu"), bfast_monitor(**kwargs, engine="reference"))
+
+
+def test_small_blocks_and_many_starts(gram):
+    """Pixel blocks smaller than the cube; a list of starts equals one call per start."""
+    config.CPU_BLOCK_PIXELS = 3
+    cube = make_cube("demo", shape=(4, 5), n_dates=150, n_history=80, nan_fraction=0.3, seed=5)
+    starts = [cube.dates[80], cube.dates[100], cube.dates[120]]
+    many = bfast_monitor(cube.data, cube.dates, starts, freq=23, engine="cpu", return_process=True)
+    assert many.break_time.shape == (3, 4, 5) and many.process.shape == (3, 150, 4, 5)
+    ref_many = bfast_monitor(cube.data, cube.dates, starts, freq=23, engine="reference", return_process=True)
+    assert_same_result(many, ref_many)
+    for i, start in enumerate(starts):
+        one = bfast_monitor(cube.data, cube.dates, start, freq=23, engine="cpu", return_process=True)
+        for name, value in one.to_dict().items():
+            np.testing.assert_array_equal(getattr(many, name)[i], value, err_msg=name)
