@@ -126,7 +126,9 @@ def _gmm_log_resp_kernel(X, means, prec, log_const, full, out_log_resp, out_norm
                 best = v
         total = 0.0
         for k in range(n_components):
-            total += np.exp(out_log_resp[i, k] - best)
+            shifted = out_log_resp[i, k] - best
+            if shifted > -700.0:  # skip subnormal terms (see _gmm_statistics_kernel)
+                total += np.exp(shifted)
         norm = best + np.log(total)
         out_norm[i] = norm
         for k in range(n_components):

@@ -69,9 +69,10 @@ class GaussianMixture:
     n_iter_ : int
     lower_bound_ : float
         Average log-likelihood of the training samples at the last E step.
-    labels_ : ndarray (N,)
-        Most likely component of each training sample (NumPy input only; -1
-        where a feature is not finite).
+    labels_ : ndarray (N,) or xarray.DataArray
+        Most likely component of each training sample (-1 where a feature is not
+        finite); only set for in-memory input (a label map for NumPy-backed
+        xarray input).
 
     Notes
     -----

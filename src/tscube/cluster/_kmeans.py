@@ -44,9 +44,9 @@ class KMeans:
     Attributes
     ----------
     cluster_centers_ : ndarray (K, D)
-    labels_ : ndarray (N,)
+    labels_ : ndarray (N,) or xarray.DataArray
         Label of every training sample (-1 for samples with a non-finite feature);
-        only set for NumPy input.
+        only set for in-memory input (a label map for NumPy-backed xarray input).
     inertia_ : float
         Sum of squared distances of the samples to their closest centre.
     n_iter_ : int
@@ -111,8 +111,9 @@ class KMeans:
         self.n_iter_ = n_iter
         self.converged_ = converged
         self.n_features_in_ = samples.n_features
-        if labels is not None:
-            self.labels_ = _scatter_labels(X, labels, self.feature_dim)
+        if labels is not None:  # in-memory input; xarray input gets a label map
+            self.labels_ = (self.predict(X) if type(X).__module__.startswith("xarray")
+                            else _scatter_labels(X, labels, self.feature_dim))
         if np.any(counts == 0):
             warnings.warn(f"{int(np.sum(counts == 0))} of {n_clusters} clusters are empty",
                           RuntimeWarning, stacklevel=2)

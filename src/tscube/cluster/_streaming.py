@@ -17,6 +17,8 @@ when fitting; ``predict`` gives it label -1 and ``predict_proba``/
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 
@@ -111,6 +113,12 @@ def _chunk_subsample(block, fraction, seed):
     return block[keep]
 
 
+#: Engine calls from dask's worker threads take turns: the cpu kernels already use
+#: every core (and numba's "workqueue" threading layer must not be entered by two
+#: threads at once); loading and decoding the chunks still overlaps.
+_ENGINE_LOCK = threading.Lock()
+
+
 def _chunk_call(block, engine_name, function, params):
     from ._common import resolve_engine
 
@@ -119,7 +127,8 @@ def _chunk_call(block, engine_name, function, params):
     block = block[finite_rows(block)]
     if block.shape[0] == 0:
         return None
-    result = getattr(engine, function)(engine.prepare(block), *params)
+    with _ENGINE_LOCK:
+        result = getattr(engine, function)(engine.prepare(block), *params)
     if function == "kmeans_statistics":
         result = (None,) + tuple(result[1:])  # labels are per chunk: not kept
     return result
@@ -210,7 +219,8 @@ def apply_per_sample(X, function, n_outputs_per_sample, dtype, fill, feature_dim
         out = np.full(shape, fill, dtype=dtype)
         keep = finite_rows(rows)
         if keep.any():
-            out[keep] = function(np.ascontiguousarray(rows[keep]))
+            with _ENGINE_LOCK:
+                out[keep] = function(np.ascontiguousarray(rows[keep]))
         return out
 
     def on_block(block):  # (..., D) -> (...) or (..., m)
