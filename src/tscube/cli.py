@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import typer
@@ -60,6 +64,325 @@ def demo(
     fig = break_maps(result, title="demo")
     fig.savefig(output, dpi=100)
     typer.echo(f"quick-look written to {output}")
+
+
+# --------------------------------------------------------------------------------------
+# Commands over files: monitor, stl, info, cluster.
+
+#: Exit code of the file commands when the input or a parameter is wrong.
+EXIT_ERROR = 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if not isinstance(exc, KeyError) else f"missing key {text}"
+
+
+@contextmanager
+def _clean_errors():
+    """Turn caller errors into a one-line ``error: ...`` message and a non-zero exit code."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except (ValueError, TypeError, KeyError, OSError) as exc:
+        typer.secho(f"error: {_one_line(exc)}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(EXIT_ERROR) from None
+    except Exception as exc:  # noqa: BLE001 - rasterio/zarr/distributed errors of bad inputs
+        typer.secho(f"error: {type(exc).__name__}: {_one_line(exc)}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(EXIT_ERROR) from None
+
+
+def _warn(message: str) -> None:
+    typer.secho(f"WARNING: {message}", err=True, fg=typer.colors.YELLOW, bold=True)
+
+
+def worker_environment(n_workers: int) -> dict[str, str]:
+    """Thread settings of each dask worker process: numba gets its share of the cores.
+
+    Every worker runs one task at a time (``threads_per_worker=1``) with
+    ``cores // n_workers`` numba threads; BLAS/OpenMP pools get one thread so that they
+    do not oversubscribe the cores next to numba.
+    """
+    threads = max(1, (os.cpu_count() or 1) // max(1, n_workers))
+    return {"NUMBA_NUM_THREADS": str(threads), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1"}
+
+
+@contextmanager
+def dask_client(workers: Optional[int], scheduler: Optional[str]):
+    """A dask Client for ``--workers N`` (a new LocalCluster) or ``--scheduler ADDRESS``; else None."""
+    if workers is not None and scheduler is not None:
+        raise ValueError("--workers and --scheduler exclude each other: start a local cluster or use an existing one")
+    if workers is None and scheduler is None:
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    if workers is not None:
+        if workers < 1:
+            raise ValueError(f"--workers must be at least 1, got {workers}")
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, env=worker_environment(workers))
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except OSError as exc:
+            raise OSError(f"cannot reach the dask scheduler at {scheduler!r} ({_one_line(exc)})") from None
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def compute_with_progress(ds, client=None, *, progress: bool = True):
+    """Compute a lazy Dataset with a progress bar over its chunks (dask's, or distributed's on a cluster)."""
+    import dask
+
+    if not dask.is_dask_collection(ds):
+        return ds
+    if client is not None:
+        persisted = client.persist(ds)
+        if progress:
+            from distributed import progress as distributed_progress
+
+            distributed_progress(persisted)
+            typer.echo("", err=True)
+        return persisted.compute()
+    if progress:
+        from dask.diagnostics import ProgressBar
+
+        with ProgressBar(out=_stderr()):
+            return ds.compute(scheduler="threads")
+    return ds.compute(scheduler="threads")
+
+
+def _stderr():
+    import sys
+
+    return sys.stderr
+
+
+def _parse_when(text: str, name: str):
+    """A CLI date: ISO date, decimal year (``2010.5``) or ``YEAR,CYCLE`` (R's ``c(2010, 4)``)."""
+    text = text.strip()
+    if re.fullmatch(r"\d{4}[,/]\d{1,3}", text):
+        year, cycle = re.split(r"[,/]", text)
+        return (int(year), int(cycle))
+    if re.fullmatch(r"[-+]?\d+\.\d*|\d{4}", text) and not re.fullmatch(r"\d{8}", text):
+        return float(text)
+    import pandas as pd
+
+    try:
+        pd.Timestamp(text)
+    except (ValueError, TypeError):
+        raise ValueError(f"--{name} {text!r} is not a date (YYYY-MM-DD), a decimal year or YEAR,CYCLE") from None
+    return text
+
+
+def _open_input(input_path: Path, dates_file, date_pattern, variable, memory):
+    from .io import open_cube
+
+    return open_cube(input_path, dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory)
+
+
+def _report_status(ds, status_enum, empty_reason: str) -> None:
+    """Print the per-status pixel counts; warn loudly when no pixel produced a result."""
+    codes, counts = np.unique(np.asarray(ds["status"].values), return_counts=True)
+    by_name = {status_enum(int(c)).name: int(n) for c, n in zip(codes, counts)}
+    typer.echo(f"pixel status: {by_name}")
+    total = int(counts.sum())
+    if total and by_name.get("ALL_MISSING", 0) == total:
+        _warn(f"all {total} pixels are missing (nodata everywhere): the output holds no result. {empty_reason}")
+    elif total and by_name.get("OK", 0) == 0:
+        _warn(f"no pixel produced a result (status counts {by_name}): the output holds no result. {empty_reason}")
+
+
+def _check_output(output: Path) -> None:
+    from .io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES, ZARR_SUFFIXES
+
+    if output.suffix.lower() not in GEOTIFF_SUFFIXES + NETCDF_SUFFIXES + ZARR_SUFFIXES:
+        raise ValueError(f"output {output.name}: unsupported suffix {output.suffix!r} (use .tif, .nc or .zarr)")
+    if not output.parent.exists():
+        raise FileNotFoundError(f"output folder {str(output.parent)!r} does not exist")
+
+
+_DATES_HELP = "Dates of the time steps when the input lacks them: one ISO date per line (or a CSV with a 'date' column)."
+_PATTERN_HELP = "Date in the file names of a folder input: strftime-like ('%Y%m%d', 'A%Y%j') or a regex."
+_MEMORY_HELP = "Memory one chunk may use while processed, e.g. '2GB' (sets the dask chunk sizes)."
+
+
+@app.command()
+def monitor(
+    input_path: Path = typer.Argument(..., metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr."),
+    start: str = typer.Option(..., help="Start of monitoring: YYYY-MM-DD, decimal year or YEAR,CYCLE."),
+    output: Path = typer.Option(..., "-o", "--output", help="Result file: .tif (one band per output), .nc or .zarr."),
+    dates: Optional[Path] = typer.Option(None, "--dates", help=_DATES_HELP),
+    date_pattern: Optional[str] = typer.Option(None, "--date-pattern", help=_PATTERN_HELP),
+    variable: Optional[str] = typer.Option(None, help="NetCDF/Zarr variable to analyse."),
+    freq: Optional[int] = typer.Option(None, help="Observations per year of the time grid (23: 16-day, 12: monthly); default daily."),
+    history: str = typer.Option("all", help="Stable history: all, ROC, BP or a start date."),
+    order: int = typer.Option(3, help="Harmonic order of the seasonal model."),
+    h: float = typer.Option(0.25, "--h", help="MOSUM bandwidth (0.25, 0.5 or 1)."),
+    level: float = typer.Option(0.05, help="Significance level of the monitoring test."),
+    end: float = typer.Option(10, help="Monitoring horizon of the critical values (2, 4, 6, 8, 10)."),
+    no_trend: bool = typer.Option(False, "--no-trend", help="Fit the seasonal model without a trend."),
+    nodata: Optional[float] = typer.Option(None, help="Extra value marking missing observations."),
+    process: bool = typer.Option(False, "--process", help="Also write the MOSUM process/boundary (.nc/.zarr only)."),
+    engine: str = typer.Option("auto", help="auto, reference, cpu or cuda."),
+    workers: Optional[int] = typer.Option(None, help="Start a local dask cluster with N worker processes."),
+    scheduler: Optional[str] = typer.Option(None, help="Address of a running dask scheduler to use."),
+    memory: Optional[str] = typer.Option(None, help=_MEMORY_HELP),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar over the chunks."),
+) -> None:
+    """BFAST Monitor change detection: a georeferenced map of the first break per pixel."""
+    from .bfast import BfastStatus
+    from .io import write_result
+    from .xr import bfast_monitor_xarray
+
+    with _clean_errors():
+        _check_output(output)
+        start_value = _parse_when(start, "start")
+        history_value = history if history in ("all", "ROC", "BP") else _parse_when(history, "history")
+        da = _open_input(input_path, dates, date_pattern, variable, memory)
+        typer.echo(f"{input_path.name}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
+                   f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
+        with dask_client(workers, scheduler) as client:
+            began = time.perf_counter()
+            result = bfast_monitor_xarray(
+                da, start_value, freq=freq, history=history_value, order=order, h=h, level=level, end=end,
+                trend=not no_trend, nodata=nodata, return_process=process, engine=engine, memory=memory)
+            result = compute_with_progress(result, client, progress=progress)
+            elapsed = time.perf_counter() - began
+        typer.echo(f"BFAST Monitor ({result.attrs['engine']} engine): {elapsed:.2f} s; "
+                   f"{int((result['break_index'] >= 0).sum())} pixels with a break")
+        _report_status(result, BfastStatus, "Check --nodata, the input's nodata value and --start.")
+        write_result(result, output)
+        typer.echo(f"written {output}")
+
+
+@app.command("stl")
+def stl_command(
+    input_path: Path = typer.Argument(..., metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr."),
+    period: int = typer.Option(..., help="Length of the seasonal cycle in time steps (23 for 16-day data)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Result file: .tif (per-pixel maps), .nc or .zarr."),
+    dates: Optional[Path] = typer.Option(None, "--dates", help=_DATES_HELP),
+    date_pattern: Optional[str] = typer.Option(None, "--date-pattern", help=_PATTERN_HELP),
+    variable: Optional[str] = typer.Option(None, help="NetCDF/Zarr variable to analyse."),
+    seasonal: str = typer.Option("7", help="Seasonal smoother window (odd integer) or 'periodic'."),
+    robust: bool = typer.Option(False, "--robust", help="Robust fit (downweights outliers)."),
+    flavor: str = typer.Option("statsmodels", help="statsmodels or stlplus."),
+    components: bool = typer.Option(False, "--components", help="Also write seasonal/trend/remainder/weights series (.nc/.zarr)."),
+    nodata: Optional[float] = typer.Option(None, help="Extra value marking missing observations."),
+    engine: str = typer.Option("auto", help="auto, reference or cpu."),
+    workers: Optional[int] = typer.Option(None, help="Start a local dask cluster with N worker processes."),
+    scheduler: Optional[str] = typer.Option(None, help="Address of a running dask scheduler to use."),
+    memory: Optional[str] = typer.Option(None, help=_MEMORY_HELP),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar over the chunks."),
+) -> None:
+    """STL decomposition: trend slope and seasonal amplitude maps (and components)."""
+    from .io import write_result
+    from .stl import StlStatus
+    from .xr import stl_xarray
+
+    with _clean_errors():
+        _check_output(output)
+        seasonal_value = seasonal if seasonal == "periodic" else _as_int(seasonal, "seasonal")
+        da = _open_input(input_path, dates, date_pattern, variable, memory)
+        typer.echo(f"{input_path.name}: {da.sizes['time']} dates, {da.size // da.sizes['time']} pixels")
+        with dask_client(workers, scheduler) as client:
+            result = stl_xarray(da, period, seasonal=seasonal_value, robust=robust, flavor=flavor,
+                                components=components, nodata=nodata, engine=engine, memory=memory)
+            result = compute_with_progress(result, client, progress=progress)
+        _report_status(result, StlStatus, "Check --nodata and the input's nodata value.")
+        write_result(result, output)
+        typer.echo(f"written {output}")
+
+
+def _as_int(text: str, name: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"--{name} must be an integer or 'periodic', got {text!r}") from None
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+@app.command()
+def info(
+    input_path: Path = typer.Argument(..., metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr."),
+    dates: Optional[Path] = typer.Option(None, "--dates", help=_DATES_HELP),
+    date_pattern: Optional[str] = typer.Option(None, "--date-pattern", help=_PATTERN_HELP),
+    variable: Optional[str] = typer.Option(None, help="NetCDF/Zarr variable to describe."),
+    memory: Optional[str] = typer.Option(None, help=_MEMORY_HELP),
+) -> None:
+    """Describe an input cube: dates, shape, missing fraction, CRS, size, chunks."""
+    import pandas as pd
+
+    with _clean_errors():
+        da = _open_input(input_path, dates, date_pattern, variable, memory)
+        times = pd.DatetimeIndex(da.time.values) if np.issubdtype(da.time.dtype, np.datetime64) else None
+        typer.echo(f"input:    {input_path}")
+        if times is not None:
+            step = np.median(np.diff(times.values).astype("timedelta64[s]").astype(float)) / 86400 if len(times) > 1 else float("nan")
+            typer.echo(f"dates:    {len(times)}, {times[0].date()} to {times[-1].date()} (median step {step:g} days)")
+        else:
+            typer.echo(f"dates:    {da.sizes['time']}, {float(da.time[0])} to {float(da.time[-1])} (decimal years)")
+        typer.echo(f"shape:    {' x '.join(f'{d} {n}' for d, n in da.sizes.items())}")
+        typer.echo(f"dtype:    {da.dtype}")
+        typer.echo(f"size:     {_human_bytes(da.nbytes)} in memory")
+        if da.chunks is not None:
+            typer.echo(f"chunks:   {' x '.join(str(max(c)) for c in da.chunks)} ({int(np.prod([len(c) for c in da.chunks]))} chunks)")
+        crs, transform = None, None
+        try:
+            crs, transform = da.rio.crs, da.rio.transform()
+        except Exception:  # noqa: BLE001 - not a georeferenced grid
+            pass
+        typer.echo(f"crs:      {crs.to_string() if crs is not None else 'none'}")
+        if transform is not None and crs is not None:
+            typer.echo(f"pixel:    {abs(transform.a):g} x {abs(transform.e):g}, origin ({transform.c:g}, {transform.f:g})")
+        missing = float(da.isnull().mean().compute())
+        typer.echo(f"missing:  {missing:.1%}")
+        if missing == 1.0:
+            _warn("every value is missing (nodata everywhere): analyses of this input produce no result")
+
+
+@app.command()
+def cluster(
+    input_path: Path = typer.Argument(..., metavar="INPUT", help="GeoTIFF (bands = features), .nc or .zarr (variables = features)."),
+    k: int = typer.Option(..., "-k", help="Number of clusters."),
+    output: Path = typer.Option(..., "-o", "--output", help="Label GeoTIFF to write."),
+    method: str = typer.Option("gmm", help="gmm or kmeans."),
+    covariance_type: str = typer.Option("full", help="GMM covariance: full or diag."),
+    variables: Optional[list[str]] = typer.Option(None, "--variable", help="NetCDF/Zarr variable to use (repeat for several)."),
+    standardize: bool = typer.Option(False, "--standardize", help="Scale features to zero mean and unit variance."),
+    max_iter: int = typer.Option(100, help="Maximum EM / Lloyd iterations."),
+    seed: int = typer.Option(0, help="Random seed."),
+    engine: str = typer.Option("auto", help="auto, reference, cpu or cuda."),
+) -> None:
+    """Cluster the pixels of a raster by their features (e.g. a tscube result) into a label map."""
+    from .cluster._cli import run_cluster
+
+    with _clean_errors():
+        if not input_path.exists():
+            raise FileNotFoundError(f"input {str(input_path)!r} does not exist")
+        began = time.perf_counter()
+        estimator = run_cluster(input_path, k, output, method=method, covariance_type=covariance_type, engine=engine,
+                                max_iter=max_iter, random_state=seed, variables=variables or None,
+                                standardize=standardize)
+        typer.echo(f"{method} with {k} clusters: {time.perf_counter() - began:.2f} s, "
+                   f"converged={getattr(estimator, 'converged_', 'n/a')}")
+        typer.echo(f"written {output}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -80,8 +80,8 @@ def _as_starts(start, axis) -> tuple[np.ndarray, bool]:
 
 def bfast_monitor(
     data,
-    dates,
-    start,
+    dates=None,
+    start=None,
     *,
     order: int = 3,
     trend: bool = True,
@@ -93,6 +93,7 @@ def bfast_monitor(
     nodata=None,
     return_process: bool = False,
     engine: str = "auto",
+    **xarray_options,
 ) -> BfastMonitorResult:
     """Detect the first structural break in each pixel's time series (R ``bfastmonitor``).
 
@@ -139,6 +140,10 @@ def bfast_monitor(
         Also return the MOSUM process and boundary, shaped like ``data``.
     engine : {"auto", "reference", "cpu", "cuda"}
         Implementation; all give the same results. "auto" picks the fastest available.
+    **xarray_options
+        Only for an ``xarray.DataArray`` ``data`` (dates from its ``time`` coordinate,
+        ``dates=None``; returns an ``xarray.Dataset``, lazily for dask input):
+        ``client``, ``memory``, ``time_dim``; see :func:`tscube.xr.bfast_monitor_xarray`.
 
     Returns
     -------
@@ -152,6 +157,20 @@ def bfast_monitor(
         For caller errors: shapes, dtypes, unsorted/duplicate dates, start outside the
         dates, unsupported ``h``/``end``/``level``/``history``/``engine``.
     """
+    from ..xr import is_xarray
+
+    if is_xarray(data):
+        from ..xr import bfast_monitor_xarray
+
+        if start is None:
+            raise TypeError("bfast_monitor() missing the monitoring start: call bfast_monitor(da, start=...)")
+        return bfast_monitor_xarray(
+            data, start, dates=dates, order=order, trend=trend, h=h, level=level, end=end, history=history,
+            freq=freq, nodata=nodata, return_process=return_process, engine=engine, **xarray_options)
+    if xarray_options:
+        raise TypeError(f"bfast_monitor() got options only valid for xarray input: {', '.join(xarray_options)}")
+    if dates is None or start is None:
+        raise TypeError("bfast_monitor() needs dates and start for NumPy data (only an xarray.DataArray carries its dates)")
     values = _as_data(data)
     axis = build_time_axis(dates, freq)
     if values.shape[0] != len(axis):
