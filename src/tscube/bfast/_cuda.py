@@ -1,0 +1,309 @@
+"""CUDA engine of BFAST Monitor (numba.cuda): chunked, streamed, same results as the cpu engine.
+
+Importing this module needs no CUDA driver or toolkit: :mod:`numba.cuda` and the kernels
+(:mod:`tscube.bfast._cuda_kernels`) are imported inside :func:`run`, after the check
+that a GPU (or numba's CUDA simulator) is present.
+
+The pixels are processed in chunks sized to the free device memory (or
+``config.CUDA_CHUNK_BYTES``), so cubes larger than the GPU memory work (out-of-core).
+Two buffer sets, each with its own stream and pinned host staging buffers, alternate:
+while the kernels of chunk ``c`` run on one stream, the host stages chunk ``c + 1`` and
+its host-to-device copy is queued on the other stream, and the results of chunk
+``c - 1`` come back. See ``docs/gpu.md`` for the kernel structure.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import config
+from .plan import MonitorPlan
+from .result import empty_outputs
+
+#: dtypes the kernels read directly; anything else is converted on the host first.
+_DEVICE_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32,
+                                        np.int64, np.uint8, np.uint16, np.uint32, np.uint64)}
+
+
+def _require_cuda():
+    """Return :mod:`numba.cuda` if a GPU (or the simulator) can run the kernels.
+
+    Raises
+    ------
+    RuntimeError
+        Naming the cause: numba-cuda missing, or no CUDA driver / device.
+    """
+    try:
+        from numba import cuda
+    except Exception as exc:  # numba-cuda not installed, or a broken install
+        raise RuntimeError(
+            f"engine='cuda' needs numba's CUDA support (package numba-cuda), which could "
+            f"not be imported: {exc}. Use engine='cpu'."
+        ) from exc
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return cuda  # the CPU simulator: used by the tests
+    if cuda.is_available():
+        return cuda
+    reason = "no CUDA-capable device was found"
+    try:
+        cuda.current_context()
+    except Exception as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        reason = " ".join(lines[:2]) or type(exc).__name__
+    raise RuntimeError(
+        f"engine='cuda' needs an NVIDIA GPU with a working CUDA driver, but numba.cuda "
+        f"found none ({reason}). Use engine='cpu', or engine='auto' to fall back to it."
+    )
+
+
+def _comparable_nodata(dtype: np.dtype, nodata: float | None) -> float:
+    """``nodata`` as the kernels compare it against float64 values.
+
+    NumPy compares a float array with a Python float in the array's dtype, so for
+    float32 data ``nodata`` is rounded to float32 first; integer data compare in float64.
+    """
+    if nodata is None:
+        return 0.0
+    if dtype.kind == "f":
+        with np.errstate(over="ignore"):
+            return float(np.asarray(nodata).astype(dtype))
+    return float(nodata)
+
+
+def _history_begin(plan: MonitorPlan, n_pixels: int, history_begin) -> np.ndarray:
+    if history_begin is None:
+        if plan.history not in ("all", "fixed"):
+            raise ValueError(f"history={plan.history!r} is not supported by the cuda engine yet")
+        first = plan.history_begin if plan.history == "fixed" else 0
+        return np.full((plan.n_starts, n_pixels), first, dtype=np.int32)
+    history_begin = np.asarray(history_begin)
+    if history_begin.shape != (plan.n_starts, n_pixels) or history_begin.dtype.kind not in "iu":
+        raise ValueError(
+            f"history_begin must be an integer array of shape {(plan.n_starts, n_pixels)}, "
+            f"got {history_begin.dtype} {history_begin.shape}"
+        )
+    return history_begin.astype(np.int32)
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _bytes_per_pixel(n_dates: int, k: int, n_starts: int, itemsize: int, process: bool) -> int:
+    """Device bytes one pixel needs in one buffer set (kept in step with ``_Buffers``)."""
+    per_date = itemsize + 8 + 1 + 8 + 8 + 4  # raw, y_rows, mask, r_buf, r_comp, keys
+    per_start = 4 + 1 + 4 * 7 + 8 * 5  # history_begin, flag, int and float outputs
+    fixed = 8 * k * k + 8 * 2 * k + 4  # G, b, beta, singular
+    return n_dates * per_date + n_starts * per_start + fixed + (16 * n_starts * n_dates if process else 0)
+
+
+def _chunk_pixels(cuda, n_pixels: int, per_pixel: int) -> int:
+    """Pixels per chunk: both buffer sets must fit the budget of device memory."""
+    budget = config.CUDA_CHUNK_BYTES
+    if budget is None:
+        free, _total = cuda.current_context().get_memory_info()
+        budget = config.CUDA_MEMORY_FRACTION * min(float(free), 2.0**62)
+    pixels = int(budget) // (2 * per_pixel)
+    return max(1, min(n_pixels, pixels, int(config.CUDA_CHUNK_PIXELS_MAX)))
+
+
+class _Buffers:
+    """One stream with its device arrays and pinned host staging for ``chunk`` pixels."""
+
+    def __init__(self, cuda, n_dates, k, n_starts, chunk, raw_dtype, process):
+        self.stream = cuda.stream()
+        self.chunk = chunk
+        self.pending = None  # (p0, p1) whose results are on their way back
+        pin, dev = cuda.pinned_array, cuda.device_array
+        self.h_raw = pin(n_dates * chunk, raw_dtype)
+        self.h_begin = pin(n_starts * chunk, np.int32)
+        self.h_flag = pin(n_starts * chunk, np.int8)
+        self.h_int = pin(7 * n_starts * chunk, np.int32)
+        self.h_float = pin(5 * n_starts * chunk, np.float64)
+        self.d_raw = dev(n_dates * chunk, raw_dtype)
+        self.d_begin = dev(n_starts * chunk, np.int32)
+        self.d_flag = dev(n_starts * chunk, np.int8)
+        self.d_int = dev(7 * n_starts * chunk, np.int32)
+        self.d_float = dev(5 * n_starts * chunk, np.float64)
+        self.d_y = dev(n_dates * chunk, np.float64)
+        self.d_mask = dev(n_dates * chunk, np.uint8)
+        self.d_r = dev(n_dates * chunk, np.float64)
+        self.d_rc = dev(n_dates * chunk, np.float64)
+        self.d_keys = dev(n_dates * chunk, np.int32)
+        self.d_G = dev(chunk * k * k, np.float64)
+        self.d_b = dev(chunk * k, np.float64)
+        self.d_beta = dev(chunk * k, np.float64)
+        self.d_singular = dev(chunk, np.int32)
+        size = n_starts * n_dates * chunk if process else 1
+        self.h_proc = pin(size, np.float64)
+        self.h_bnd = pin(size, np.float64)
+        self.d_proc = dev(size, np.float64)
+        self.d_bnd = dev(size, np.float64)
+
+
+def _view(array, *shape):
+    """Leading contiguous part of a flat (device or host) buffer, reshaped."""
+    return array[: int(np.prod(shape))].reshape(shape)
+
+
+def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagged=None
+        ) -> dict[str, np.ndarray]:
+    """Run BFAST Monitor on ``values`` ``(T, P)`` on the GPU; outputs like ``_reference.run``.
+
+    Parameters
+    ----------
+    values : ndarray (T, P)
+        Raw data of any float or integer dtype; NaN, inf and ``plan.nodata`` are missing.
+    plan : MonitorPlan
+    history_begin : int ndarray (S, P), optional
+        Per start and pixel, the first time index eligible for the stable history (e.g.
+        from a cpu ROC/BP selection). Default: ``plan.history_begin`` ("fixed") or 0.
+    history_flagged : bool ndarray (S, P), optional
+        Pixels whose selection was flagged: status ROC_NO_CROSSING instead of OK.
+
+    Raises
+    ------
+    RuntimeError
+        No GPU / CUDA driver (the simulator counts as a GPU).
+    ValueError
+        ``plan.history`` is "ROC"/"BP" and no ``history_begin`` is given.
+    """
+    n_dates, n_pixels = values.shape
+    n_starts = plan.n_starts
+    begin_all = _history_begin(plan, n_pixels, history_begin)
+    flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None
+                 else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels))
+    cuda = _require_cuda()
+    from . import _cuda_kernels as kern
+
+    X = plan.design.matrix
+    k = X.shape[1]
+    if k > kern.MAX_REGRESSORS:
+        raise ValueError(f"the cuda engine supports at most {kern.MAX_REGRESSORS} regressors, got {k}")
+    outputs = empty_outputs(n_starts, n_pixels)
+    if plan.return_process:
+        outputs["process"] = np.full((n_starts, n_dates, n_pixels), np.nan)
+        outputs["boundary"] = np.full((n_starts, n_dates, n_pixels), np.nan)
+    if n_pixels == 0 or n_dates == 0:
+        return outputs
+
+    has_nodata = plan.nodata is not None
+    nodata = _comparable_nodata(values.dtype, plan.nodata)
+    if values.dtype not in _DEVICE_DTYPES:
+        values = values.astype(np.float64)
+    raw_dtype = values.dtype
+    per_pixel = _bytes_per_pixel(n_dates, k, n_starts, raw_dtype.itemsize, plan.return_process)
+    chunk = _chunk_pixels(cuda, n_pixels, per_pixel)
+
+    tpb = int(config.CUDA_THREADS_PER_BLOCK)
+    tpb_pixel = min(tpb, _next_power_of_two(max(1, (n_dates + 1) // 2)))
+    tpb_solve = min(tpb, max(1, _next_power_of_two(k)))
+    tile_k = max(1, min(int(config.CUDA_GRAM_TILE_K), k))
+    tile_pixels = int(config.CUDA_GRAM_TILE_PIXELS)
+    tile_dates = int(config.CUDA_GRAM_TILE_DATES)
+    tile_t = min(32, tpb)  # transpose tile: 32 x 8 threads for 256 threads per block
+    rows_t = max(1, min(tile_t, tpb // tile_t))
+    transpose = kern.clean_transpose_kernel(tile_t, rows_t)
+    gram = kern.gram_kernel(k, tile_k, tile_pixels, tile_dates)
+    solve = kern.solve_kernel(k, tpb_solve)
+    monitor = kern.monitor_kernel(k, tpb_pixel)
+    d_X = cuda.to_device(np.ascontiguousarray(X, dtype=np.float64))
+    d_monitor_begin = cuda.to_device(np.asarray(plan.monitor_begin, dtype=np.int32))
+    time = np.asarray(plan.axis.time, dtype=np.float64)
+
+    buffers = [_Buffers(cuda, n_dates, k, n_starts, chunk, raw_dtype, plan.return_process)
+               for _ in range(2 if n_pixels > chunk else 1)]
+
+    def launch(buf: _Buffers, p0: int, p1: int) -> None:
+        m = p1 - p0
+        stream = buf.stream
+        h_raw = _view(buf.h_raw, n_dates, m)
+        np.copyto(h_raw, values[:, p0:p1])  # host staging overlaps the other stream
+        h_begin = _view(buf.h_begin, n_starts, m)
+        np.copyto(h_begin, begin_all[:, p0:p1])
+        h_flag = _view(buf.h_flag, n_starts, m)
+        np.copyto(h_flag, flags_all[:, p0:p1])
+        d_raw = _view(buf.d_raw, n_dates, m)
+        d_begin = _view(buf.d_begin, n_starts, m)
+        d_flag = _view(buf.d_flag, n_starts, m)
+        d_raw.copy_to_device(h_raw, stream=stream)
+        d_begin.copy_to_device(h_begin, stream=stream)
+        d_flag.copy_to_device(h_flag, stream=stream)
+        d_int = _view(buf.d_int, 7, n_starts, m)
+        d_float = _view(buf.d_float, 5, n_starts, m)
+        d_y = _view(buf.d_y, m, n_dates)
+        d_mask = _view(buf.d_mask, n_dates, m)
+        d_r = _view(buf.d_r, m, n_dates)
+        d_rc = _view(buf.d_rc, m, n_dates)
+        d_keys = _view(buf.d_keys, m, n_dates)
+        d_G = _view(buf.d_G, m, k, k)
+        d_b = _view(buf.d_b, m, k)
+        d_beta = _view(buf.d_beta, m, k)
+        d_singular = _view(buf.d_singular, m)
+        if plan.return_process:
+            d_proc = _view(buf.d_proc, n_starts, n_dates, m)
+            d_bnd = _view(buf.d_bnd, n_starts, n_dates, m)
+        else:
+            d_proc = d_bnd = _view(buf.d_proc, 1, 1, 1)
+
+        grid_t = ((m + tile_t - 1) // tile_t, (n_dates + tile_t - 1) // tile_t)
+        transpose[grid_t, (tile_t, rows_t), stream](d_raw, has_nodata, nodata, d_y)
+        kern.count_kernel[(m + tpb - 1) // tpb, tpb, stream](
+            d_raw, has_nodata, nodata, d_monitor_begin, d_begin, d_int, d_float)
+        grid_e = (n_dates * m + tpb - 1) // tpb
+        grid_g = ((m + tile_pixels - 1) // tile_pixels, (k + tile_k - 1) // tile_k,
+                  (k + tile_k - 1) // tile_k)
+        for s in range(n_starts):
+            begin = int(plan.monitor_begin[s])
+            kern.history_mask_kernel[grid_e, tpb, stream](
+                d_raw, has_nodata, nodata, d_begin, s, begin, d_mask)
+            gram[grid_g, (tile_k, tile_k), stream](d_X, d_mask, d_G)
+            kern.masked_xty_kernel[((m + tpb - 1) // tpb, k), tpb, stream](d_X, d_raw, d_mask, d_b)
+            solve[m, tpb_solve, stream](d_G, d_b, d_beta, d_singular)
+            monitor[m, tpb_pixel, stream](
+                d_X, d_y, d_beta, d_singular, d_begin, d_flag, s, float(plan.h),
+                float(plan.critval), bool(plan.return_process), d_int, d_float, d_r, d_rc,
+                d_keys, d_proc, d_bnd)
+        d_int.copy_to_host(_view(buf.h_int, 7, n_starts, m), stream=stream)
+        d_float.copy_to_host(_view(buf.h_float, 5, n_starts, m), stream=stream)
+        if plan.return_process:
+            d_proc.copy_to_host(_view(buf.h_proc, n_starts, n_dates, m), stream=stream)
+            d_bnd.copy_to_host(_view(buf.h_bnd, n_starts, n_dates, m), stream=stream)
+        buf.pending = (p0, p1)
+
+    def collect(buf: _Buffers) -> None:
+        buf.stream.synchronize()
+        p0, p1 = buf.pending
+        m = p1 - p0
+        ints = _view(buf.h_int, 7, n_starts, m)
+        floats = _view(buf.h_float, 5, n_starts, m)
+        cols = slice(p0, p1)
+        index = ints[kern.I_BREAK]
+        outputs["break_index"][:, cols] = index
+        outputs["break_time"][:, cols] = np.where(index >= 0, time[np.maximum(index, 0)], np.nan)
+        outputs["status"][:, cols] = ints[kern.I_STATUS]
+        for name, row in (("n_valid", kern.I_NVALID), ("n_history", kern.I_NHIST),
+                          ("n_monitor", kern.I_NMON), ("n_inf", kern.I_NINF)):
+            outputs[name][:, cols] = ints[row]
+        first = ints[kern.I_FIRST]
+        outputs["history_start"][:, cols] = np.where(first >= 0, time[np.maximum(first, 0)], np.nan)
+        for name, row in (("magnitude", kern.F_MAGNITUDE), ("mosum_mean", kern.F_MEAN),
+                          ("statistic", kern.F_STATISTIC), ("sigma", kern.F_SIGMA)):
+            outputs[name][:, cols] = floats[row]
+        if plan.return_process:
+            outputs["process"][:, :, cols] = _view(buf.h_proc, n_starts, n_dates, m)
+            outputs["boundary"][:, :, cols] = _view(buf.h_bnd, n_starts, n_dates, m)
+        buf.pending = None
+
+    for c, p0 in enumerate(range(0, n_pixels, chunk)):
+        buf = buffers[c % len(buffers)]
+        if buf.pending is not None:
+            collect(buf)  # this buffer set's previous chunk must be back before reuse
+        launch(buf, p0, min(p0 + chunk, n_pixels))
+    for c in range(len(buffers)):
+        buf = buffers[c]
+        if buf.pending is not None:
+            collect(buf)
+    return outputs

@@ -1,0 +1,257 @@
+"""bfast_monitor(engine="cuda") equals the reference (and cpu) engine, on numba's CUDA
+simulator: tiny cubes with 0/50/95 % missing values, every status code, int16 + nodata,
+several starts with the MOSUM process, chunked streaming, and R fixture series.
+
+Set ``TSCUBE_TEST_REAL_CUDA=1`` to run the same comparisons on a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tscube import BfastStatus, bfast_monitor, config
+from tscube.bfast import _reference
+from tscube.bfast.critval import critical_value
+from tscube.bfast.design import build_design
+from tscube.bfast.history import ROC_LAMBDA_05
+from tscube.bfast.plan import MonitorPlan
+from tscube.timeaxis import build_time_axis
+
+_cuda = pytest.importorskip("tscube.bfast._cuda")
+
+
+def _load_root_conftest():
+    """tests/conftest.py (R fixture helpers) under its own name: ``conftest`` here is
+    tests/cudasim/conftest.py."""
+    spec = importlib.util.spec_from_file_location(
+        "_tscube_root_conftest", Path(__file__).resolve().parents[1] / "conftest.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_root = _load_root_conftest()
+REAL_GPU = bool(os.environ.get("TSCUBE_TEST_REAL_CUDA"))
+HAS_CPU_ENGINE = importlib.util.find_spec("tscube.bfast._cpu") is not None
+FREQ = 23
+INTS = ("break_index", "status", "n_valid", "n_history", "n_monitor", "n_inf")
+EXACT_FLOATS = ("break_time", "history_start")
+FLOATS = ("magnitude", "mosum_mean", "statistic", "sigma")
+
+
+@pytest.fixture(autouse=True)
+def _small_blocks(monkeypatch):
+    """Small blocks keep the simulator quick (each thread is a Python thread), and a short
+    GIL switch interval makes its barriers cheap; both are restored afterwards."""
+    monkeypatch.setattr(config, "CUDA_THREADS_PER_BLOCK", 16)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(5e-5)
+    yield
+    sys.setswitchinterval(interval)
+
+
+def assert_same(got, expected, process=False):
+    """Identical codes, counts and times; floats to 1e-5 relative."""
+    for name in INTS:
+        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
+    for name in EXACT_FLOATS:
+        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=name)
+    names = FLOATS + (("process", "boundary") if process else ())
+    for name in names:
+        np.testing.assert_allclose(getattr(got, name), getattr(expected, name), rtol=1e-5,
+                                   atol=1e-10, equal_nan=True, err_msg=name)
+
+
+def make_cube(n_dates, n_pixels, missing, seed, dtype=np.float64, scale=1.0):
+    """Season + trend + noise, a drop after 3/4 of the dates in every other pixel."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n_dates)[:, None]
+    amplitude = rng.uniform(0.1, 0.3, n_pixels)
+    cube = 0.5 + amplitude * np.sin(2 * np.pi * t / FREQ) + 0.001 * t
+    cube = cube + 0.03 * rng.standard_normal((n_dates, n_pixels))
+    cube[(3 * n_dates) // 4:, ::2] -= 0.3
+    cube = cube * scale
+    gone = rng.random((n_dates, n_pixels)) < missing
+    if np.issubdtype(dtype, np.integer):
+        cube = np.round(cube).astype(dtype)
+        cube[gone] = -3000
+    else:
+        cube = cube.astype(dtype)
+        cube[gone] = np.nan
+    return cube
+
+
+def dates_of(n_dates):
+    return 2000 + np.arange(n_dates) / FREQ
+
+
+@pytest.mark.parametrize("missing", [0.0, 0.5, 0.95])
+def test_cuda_equals_reference_on_small_cubes(missing):
+    cube = make_cube(64, 12, missing, seed=int(missing * 100))
+    kwargs = dict(dates=dates_of(64), start=2000 + 44 / FREQ, freq=FREQ, order=1, h=0.25)
+    expected = bfast_monitor(cube, engine="reference", **kwargs)
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert_same(got, expected)
+    assert got.attrs["engine"] == "cuda"
+    if missing == 0.0:  # the drop is found in every pixel that has it
+        assert np.all(got.status == BfastStatus.OK)
+        assert np.all(got.break_index[::2] >= 48)
+    if missing == 0.95:
+        assert np.all(got.status != BfastStatus.OK)
+
+
+def test_cuda_chunks_and_streams_give_the_same_result(monkeypatch):
+    """A budget of a few pixels per chunk: several chunks over the two buffer sets."""
+    cube = make_cube(48, 10, 0.5, seed=7)
+    kwargs = dict(dates=dates_of(48), start=2000 + 30 / FREQ, freq=FREQ, order=1, h=0.5)
+    expected = bfast_monitor(cube, engine="reference", **kwargs)
+    per_pixel = _cuda._bytes_per_pixel(48, 4, 1, 8, False)
+    monkeypatch.setattr(config, "CUDA_CHUNK_BYTES", 2 * 3 * per_pixel)
+    assert _cuda._chunk_pixels(None, 10, per_pixel) == 3  # 4 chunks, two streams
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert_same(got, expected)
+    if HAS_CPU_ENGINE:
+        assert_same(got, bfast_monitor(cube, engine="cpu", **kwargs))
+
+
+def test_cuda_status_codes_equal_reference():
+    n_dates, start = 80, 60
+    t = np.arange(n_dates)
+    rng = np.random.default_rng(3)
+    base = 0.4 + 0.2 * np.cos(2 * np.pi * t / FREQ) + 0.02 * rng.standard_normal(n_dates)
+    cube = np.repeat(base[:, None], 8, axis=1)
+    cube[:, 0] = np.nan  # ALL_MISSING
+    cube[3:start, 1] = np.nan  # 3 history observations: TOO_FEW_HISTORY
+    cube[start:, 2] = np.nan  # NO_MONITORING_DATA
+    cube[:start, 3][t[:start] % FREQ > 1] = np.nan  # two phases only: SINGULAR_DESIGN
+    cube[:, 4] = 0.7  # PERFECT_FIT
+    cube[[5, 70], 5] = [np.inf, -np.inf]  # inf counts as missing
+    cube[65:, 6] += 0.5  # a break
+    cube[:, 7] = cube[:, 6]
+    cube[::2, 7] = np.nan
+    kwargs = dict(dates=dates_of(n_dates), start=2000 + start / FREQ, freq=FREQ, order=1,
+                  trend=False, h=0.5)
+    expected = bfast_monitor(cube, engine="reference", **kwargs)
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert_same(got, expected)
+    S = BfastStatus
+    assert list(got.status) == [S.ALL_MISSING, S.TOO_FEW_HISTORY, S.NO_MONITORING_DATA,
+                                S.SINGULAR_DESIGN, S.PERFECT_FIT, S.OK, S.OK, S.OK]
+    assert got.n_inf[5] == 2 and got.break_index[6] >= 65
+
+
+def test_cuda_int16_nodata_several_starts_with_process():
+    cube = make_cube(56, 9, 0.3, seed=11, dtype=np.int16, scale=5000)
+    kwargs = dict(dates=dates_of(56), start=[2000 + 36 / FREQ, 2000 + 44 / FREQ], freq=FREQ,
+                  order=2, h=0.25, nodata=-3000, return_process=True, history=2000 + 4 / FREQ)
+    expected = bfast_monitor(cube, engine="reference", **kwargs)
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert got.status.shape == (2, 9) and got.process.shape == (2, 56, 9)
+    assert_same(got, expected, process=True)
+    assert np.any(got.status == BfastStatus.OK)
+    assert np.any(np.isfinite(got.process))
+
+
+def test_cuda_float32_with_fractional_nodata():
+    """nodata compares in the data's dtype, as NumPy does (0.1 in float32 != 0.1)."""
+    cube = make_cube(48, 4, 0.2, seed=5, dtype=np.float32)
+    cube[10:20, 1] = np.float32(0.1)
+    kwargs = dict(dates=dates_of(48), start=2000 + 36 / FREQ, freq=FREQ, order=1, nodata=0.1)
+    expected = bfast_monitor(cube, engine="reference", **kwargs)
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert_same(got, expected)
+    assert got.n_valid[1] == expected.n_valid[1] < np.count_nonzero(np.isfinite(cube[:, 1]))
+
+
+def _plan(n_dates, start_index, order=1, history_begin=0, h=0.25):
+    axis = build_time_axis(dates_of(n_dates), FREQ)
+    return MonitorPlan(
+        axis=axis, design=build_design(axis, order, True), starts=axis.time[[start_index]],
+        monitor_begin=np.array([start_index]), history="fixed", history_begin=history_begin,
+        h=h, critval=critical_value(h, 10, 0.05), level_roc=0.05, roc_lambda=ROC_LAMBDA_05,
+        nodata=None, return_process=False,
+    )
+
+
+def test_cuda_per_pixel_history_begin_equals_fixed_history_per_pixel():
+    """The path for ROC/BP: a per-pixel history start computed elsewhere."""
+    cube = make_cube(60, 5, 0.2, seed=2)
+    plan = _plan(60, 40)
+    begin = np.array([[0, 5, 12, 20, 3]])
+    flagged = np.array([[False, True, False, False, False]])
+    got = _cuda.run(cube, plan, history_begin=begin, history_flagged=flagged)
+    for p in range(5):
+        expected = _reference.run(cube[:, [p]], dataclasses.replace(plan, history_begin=int(begin[0, p])))
+        for name, array in expected.items():
+            if name == "status":
+                code = BfastStatus.ROC_NO_CROSSING if flagged[0, p] else array[0, 0]
+                assert got[name][0, p] == code
+            elif name in INTS or name in EXACT_FLOATS:
+                np.testing.assert_array_equal(got[name][0, p], array[0, 0], err_msg=name)
+            else:
+                np.testing.assert_allclose(got[name][0, p], array[0, 0], rtol=1e-5, err_msg=name)
+
+
+def test_cuda_rejects_roc_without_selection():
+    cube = make_cube(48, 2, 0.0, seed=1)
+    with pytest.raises(ValueError, match="history='ROC'.*cuda engine"):
+        bfast_monitor(cube, dates_of(48), 2000 + 36 / FREQ, freq=FREQ, history="ROC", engine="cuda")
+    with pytest.raises(ValueError, match="history_begin must be an integer array"):
+        _cuda.run(cube, _plan(48, 36), history_begin=np.zeros((1, 3), int))
+
+
+R_CASES = (
+    "som_a__s2010.13__all__o1__h0.25__e10__l0.05__trend+harmon",
+    "som_b__s2010.13__2008.7__o4__h0.25__e10__l0.05__trend+harmon",
+    "ndvi__s2005.1__1995.1__o3__h0.5__e10__l0.05__trend+harmon",
+    "harvest__s2005.12__all__o1__h0.5__e10__l0.05__harmon",
+    "simts__s2006.1__all__o3__h1__e10__l0.05__trend+harmon",
+)
+
+
+@_root.requires_shared
+@pytest.mark.parametrize("case_id", R_CASES)
+def test_cuda_equals_reference_on_r_fixture_series(case_id):
+    case = next(c for c in _root.bfast_cases() if c["id"] == case_id)
+    kwargs = _root.bfast_case_kwargs(case)
+    expected = bfast_monitor(engine="reference", return_process=True, **kwargs)
+    got = bfast_monitor(engine="cuda", return_process=True, **kwargs)
+    assert_same(got, expected, process=True)
+    assert got.status == BfastStatus.OK
+    if case["breakpoint"] is None:
+        assert got.break_index == -1
+    else:
+        assert got.break_time == case["breakpoint"]
+
+
+@pytest.mark.skipif(REAL_GPU, reason="checks the error raised where there is no GPU")
+def test_cuda_without_gpu_raises_naming_the_cause():
+    """Without the simulator and without a driver: a RuntimeError, not a crash; importing
+    the engine module imports no numba.cuda."""
+    code = (
+        "import sys, numpy as np\n"
+        "import tscube, tscube.bfast._cuda\n"
+        "assert 'numba.cuda' not in sys.modules\n"
+        "try:\n"
+        "    tscube.bfast_monitor(np.ones((30, 2)), 2000 + np.arange(30) / 23, 2001, freq=23,\n"
+        "                         order=1, engine='cuda')\n"
+        "except RuntimeError as exc:\n"
+        "    print('RuntimeError:', exc)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)
+    if "RuntimeError:" not in result.stdout and result.returncode == 0:
+        pytest.skip("a CUDA device is available here")
+    assert result.returncode == 0, result.stderr
+    assert "RuntimeError: engine='cuda' needs" in result.stdout
+    assert "CUDA driver" in result.stdout
