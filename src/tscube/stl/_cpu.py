@@ -66,51 +66,118 @@ def _neighbourhood(xv, xstart, nv, complete, m, q):
 
 
 @njit(cache=True)
+def _build_kernel(window, deg, flavor, kern):
+    """Weights of a centred window without gaps (h = (window-1)/2): kern[0] the tricube
+    weights, kern[1] the equivalent kernel of the fitted value and kern[2] that of the
+    slope, for degrees 0 and 1 without robustness weights (symmetric window, so the
+    linear term drops out of the value), kern[3] the scaled offsets (i - half) / h."""
+    half = (window - 1) // 2
+    h = float(half)
+    total = 0.0
+    spread = 0.0
+    for i in range(window):
+        r = abs(i - half)
+        if flavor == _STLPLUS:
+            wt = 0.0 if r >= h else (1.0 - (r / h) ** 3) ** 3
+        elif r > 0.999 * h:
+            wt = 0.0
+        elif r <= 0.001 * h:
+            wt = 1.0
+        else:
+            wt = (1.0 - (r / h) ** 3) ** 3
+        kern[0, i] = wt
+        total += wt
+        spread += wt * (i - half) ** 2
+    for i in range(window):
+        kern[1, i] = kern[0, i] / total
+        kern[2, i] = kern[0, i] * (i - half) / spread if (deg >= 1 and spread > 0.0) else 0.0
+        kern[3, i] = (i - half) / h
+
+
+# Reassociation lets LLVM vectorise the weighted sums (rounding-level changes only);
+# no "nnan"/"ninf" flags, so NaN handling is unaffected.
+_FAST = {"reassoc", "contract"}
+
+
+@njit(cache=True, fastmath=_FAST, inline="always")
 def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg,
-               m, flavor):
+               m, flavor, kern):
     """Loess (value, slope, nearest index) at position m; NaN value when it fails."""
     q = min(window, nv)
     lo, hi, nearest = _neighbourhood(xv, xstart, nv, complete, m, q)
-    if complete:
-        x_lo, x_hi = lo + 1, hi
-    else:
-        x_lo, x_hi = xv[xstart + lo], xv[xstart + hi - 1]
-    h = float(max(m - x_lo, x_hi - m))
-    if window > nv:
-        if flavor == _STLPLUS:
-            h += (window - nv) / 2.0
-        else:
-            h += (window - nv) // 2
-    h1 = 0.001 * h
-    h9 = 0.999 * h
+    centred = complete and q == window and window >= 3 and lo == m - 1 - (window - 1) // 2
+    if centred and not use_w and deg <= 1:  # fixed linear filter
+        value = 0.0
+        if flavor == _STLPLUS and deg == 1:
+            slope = 0.0
+            for i in range(window):
+                yv = vals[off + (lo + i) * stride]
+                value += kern[1, i] * yv
+                slope += kern[2, i] * yv
+            return value, slope, nearest
+        for i in range(window):
+            value += kern[1, i] * vals[off + (lo + i) * stride]
+        return value, 0.0, nearest
     s0 = s1 = s2 = s3 = s4 = 0.0
     t0 = t1 = t2 = 0.0
-    for i in range(lo, hi):
-        x = i + 1 if complete else xv[xstart + i]
-        r = abs(x - m)
-        if flavor == _STLPLUS:
-            if r >= h:
-                continue
-            wt = (1.0 - (r / h) ** 3) ** 3
+    if centred and deg <= 1:  # robustness-weighted, tricube weights from the table
+        h = float((window - 1) // 2)
+        for i in range(window):
+            k = off + (lo + i) * stride
+            wt = kern[0, i] * wts[k]
+            v = kern[3, i]
+            wv = wt * v
+            yv = vals[k]
+            s0 += wt
+            s1 += wv
+            s2 += wv * v
+            t0 += wt * yv
+            t1 += wv * yv
+    else:
+        if complete:
+            x_lo, x_hi = lo + 1, hi
         else:
-            if r > h9:
+            x_lo, x_hi = xv[xstart + lo], xv[xstart + hi - 1]
+        h = float(max(m - x_lo, x_hi - m))
+        if window > nv:
+            if flavor == _STLPLUS:
+                h += (window - nv) / 2.0
+            else:
+                h += (window - nv) // 2
+        # stlplus: weight 0 at r >= h; Fortran: 1 at r <= 0.001h, 0 at r > 0.999h
+        cut = h if flavor == _STLPLUS else 0.999 * h
+        h1 = -1.0 if flavor == _STLPLUS else 0.001 * h
+        inv_h = 1.0 / h
+        for i in range(lo, hi):
+            x = i + 1 if complete else xv[xstart + i]
+            d = float(x - m)
+            r = abs(d)
+            if flavor == _STLPLUS:
+                if r >= cut:
+                    continue
+            elif r > cut:
                 continue
-            wt = 1.0 if r <= h1 else (1.0 - (r / h) ** 3) ** 3
-        k = off + (x - 1) * stride
-        if use_w:
-            wt *= wts[k]
-        yv = vals[k]
-        v = (x - m) / h
-        wv = wt * v
-        s0 += wt
-        s1 += wv
-        s2 += wv * v
-        t0 += wt * yv
-        t1 += wv * yv
-        if deg == 2:
-            s3 += wv * v * v
-            s4 += wv * v * v * v
-            t2 += wv * v * yv
+            if r <= h1:
+                wt = 1.0
+            else:
+                c = r * inv_h
+                c = 1.0 - c * c * c
+                wt = c * c * c
+            k = off + (x - 1) * stride
+            if use_w:
+                wt *= wts[k]
+            yv = vals[k]
+            v = d * inv_h
+            wv = wt * v
+            s0 += wt
+            s1 += wv
+            s2 += wv * v
+            t0 += wt * yv
+            t1 += wv * yv
+            if deg == 2:
+                s3 += wv * v * v
+                s4 += wv * v * v * v
+                t2 += wv * v * yv
     if not s0 > 0.0:
         return np.nan, np.nan, nearest
     t0 /= s0
@@ -143,7 +210,7 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
 
 @njit(cache=True)
 def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg, jump,
-           flavor, extend, out, out_off, out_stride, fbuf, sbuf):
+           flavor, extend, out, out_off, out_stride, fbuf, sbuf, kern):
     """Loess at positions 1..n_full (and 0, n_full+1 if ``extend``) written to
     ``out[out_off + position * out_stride]``."""
     jump = min(jump, max(n_full - 1, 1))
@@ -153,7 +220,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
     for e in range(n_eval):
         m = min(1 + e * jump, n_full)
         f, s, nearest = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete,
-                                   n_full, window, deg, m, flavor)
+                                   n_full, window, deg, m, flavor, kern)
         if flavor == _STATSMODELS and not np.isfinite(f):
             x = nearest + 1 if complete else xv[xstart + nearest]
             f = vals[off + (x - 1) * stride]
@@ -191,9 +258,9 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
             prev = e
     if extend:
         f0 = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full,
-                        window, deg, 0, flavor)[0]
+                        window, deg, 0, flavor, kern)[0]
         f1 = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full,
-                        window, deg, n_full + 1, flavor)[0]
+                        window, deg, n_full + 1, flavor, kern)[0]
         if flavor == _STATSMODELS:
             if not np.isfinite(f0):
                 f0 = out[out_off + out_stride]
@@ -303,7 +370,7 @@ def _robustness_weights(y, fit_s, fit_t, valid, n, flavor, rw, resid):
 
 @njit(cache=True)
 def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, sub_nv,
-                   work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid):
+                   work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid, kernels):
     """STL of one series into seasonal/trend/rw; returns the status code."""
     (n, p, ns, nt, nl, isdeg, itdeg, ildeg, nsjump, ntjump, nljump, ni, no, periodic,
      flavor) = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8],
@@ -344,7 +411,7 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
         trend[i] = 0.0
         seasonal[i] = 0.0
         rw[i] = 1.0
-    use_w = flavor == _STLPLUS
+    use_w = False  # weights are all 1 until the first robustness update
     n_passes = no + 1
     for pass_index in range(n_passes):
         for _ in range(ni):
@@ -364,21 +431,21 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
                         cycle[m * p + j] = swy / sw
                 else:
                     _loess(work_d, rw, use_w, j, p, sub_xv, sub_start[j], knv, knv == k, k, ns,
-                           isdeg, nsjump, flavor, True, cycle, j, p, fbuf, sbuf)
+                           isdeg, nsjump, flavor, True, cycle, j, p, fbuf, sbuf, kernels[0])
             _moving_average(cycle, n + 2 * p, p, ma1)
             _moving_average(ma1, n + p + 1, p, ma2)
             _moving_average(ma2, n + 2, 3, work_d)
             if flavor == _STLPLUS:  # quirk: valid positions only, robustness-weighted
-                _loess(work_d, rw, True, 0, 1, xv, 0, nv, complete, n, nl, ildeg, nljump,
-                       flavor, False, low, -1, 1, fbuf, sbuf)
+                _loess(work_d, rw, use_w, 0, 1, xv, 0, nv, complete, n, nl, ildeg, nljump,
+                       flavor, False, low, -1, 1, fbuf, sbuf, kernels[2])
             else:
                 _loess(work_d, rw, False, 0, 1, xv, 0, n, True, n, nl, ildeg, nljump,
-                       flavor, False, low, -1, 1, fbuf, sbuf)
+                       flavor, False, low, -1, 1, fbuf, sbuf, kernels[2])
             for i in range(n):
                 seasonal[i] = cycle[p + i] - low[i]
                 work_d[i] = y[i] - seasonal[i]
             _loess(work_d, rw, use_w, 0, 1, xv, 0, nv, complete, n, nt, itdeg, ntjump, flavor,
-                   False, trend, -1, 1, fbuf, sbuf)
+                   False, trend, -1, 1, fbuf, sbuf, kernels[1])
         if no > 0 and (flavor == _STLPLUS or pass_index < n_passes - 1):
             _robustness_weights(y, seasonal, trend, valid, n, flavor, rw, resid)
             use_w = True
@@ -416,12 +483,17 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks):
         fbuf = np.empty(n + 2, dtype=np.float64)
         sbuf = np.empty(n + 2, dtype=np.float64)
         resid = np.empty(n, dtype=np.float64)
+        max_window = max(prm[2], prm[3], prm[4])
+        kernels = np.zeros((3, 4, min(max_window, n + 2)), dtype=np.float64)
+        for w in range(3):
+            if prm[2 + w] <= n + 2:
+                _build_kernel(prm[2 + w], prm[5 + w], prm[14], kernels[w])
         start = c * n_series // n_chunks
         stop = (c + 1) * n_series // n_chunks
         for s in range(start, stop):
             status[s] = _decompose_one(data[s], prm, seasonal[s], trend[s], weights[s], valid,
                                        xv, sub_xv, sub_start, sub_nv, work_d, cycle, ma1, ma2,
-                                       low, fbuf, sbuf, resid)
+                                       low, fbuf, sbuf, resid, kernels)
 
 
 def decompose(data, prm: StlParams):
