@@ -72,10 +72,18 @@ def _comparable_nodata(dtype: np.dtype, nodata: float | None) -> float:
     return float(nodata)
 
 
+def _cpu_selection(values: np.ndarray, plan: MonitorPlan):
+    """Per-pixel ROC/BP history selection of the cpu engine: ``(first index, flags)``."""
+    try:
+        from ._cpu_history import history_first
+
+        return history_first(values, plan)
+    except (ImportError, NotImplementedError) as exc:
+        raise ValueError(f"history={plan.history!r} is not supported by the cuda engine yet") from exc
+
+
 def _history_begin(plan: MonitorPlan, n_pixels: int, history_begin) -> np.ndarray:
     if history_begin is None:
-        if plan.history not in ("all", "fixed"):
-            raise ValueError(f"history={plan.history!r} is not supported by the cuda engine yet")
         first = plan.history_begin if plan.history == "fixed" else 0
         return np.full((plan.n_starts, n_pixels), first, dtype=np.int32)
     history_begin = np.asarray(history_begin)
@@ -158,8 +166,9 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
         Raw data of any float or integer dtype; NaN, inf and ``plan.nodata`` are missing.
     plan : MonitorPlan
     history_begin : int ndarray (S, P), optional
-        Per start and pixel, the first time index eligible for the stable history (e.g.
-        from a cpu ROC/BP selection). Default: ``plan.history_begin`` ("fixed") or 0.
+        Per start and pixel, the first time index eligible for the stable history.
+        Default: ``plan.history_begin`` ("fixed"), 0 ("all"), or for "ROC"/"BP" the cpu
+        engine's per-pixel selection.
     history_flagged : bool ndarray (S, P), optional
         Pixels whose selection was flagged: status ROC_NO_CROSSING instead of OK.
 
@@ -168,10 +177,16 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     RuntimeError
         No GPU / CUDA driver (the simulator counts as a GPU).
     ValueError
-        ``plan.history`` is "ROC"/"BP" and no ``history_begin`` is given.
+        ``plan.history`` is "ROC"/"BP", no ``history_begin`` is given and the cpu
+        engine's selection (``_cpu_history.history_first``) is not available.
     """
     n_dates, n_pixels = values.shape
     n_starts = plan.n_starts
+    if history_begin is None and plan.history not in ("all", "fixed"):
+        # the sequential per-pixel tests run on the cpu; the monitoring on the GPU
+        history_begin, selected_flags = _cpu_selection(values, plan)
+        if history_flagged is None:
+            history_flagged = selected_flags
     begin_all = _history_begin(plan, n_pixels, history_begin)
     flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None
                  else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels))
