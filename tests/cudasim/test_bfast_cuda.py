@@ -271,6 +271,10 @@ def test_cuda_without_gpu_raises_naming_the_cause():
         "                         order=1, engine='cuda')\n"
         "except RuntimeError as exc:\n"
         "    print('RuntimeError:', exc)\n"
+        "try:\n"
+        "    tscube.bfast._cuda.device_summary()\n"
+        "except RuntimeError as exc:\n"
+        "    print('summary RuntimeError:', exc)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -280,3 +284,4 @@ def test_cuda_without_gpu_raises_naming_the_cause():
     assert result.returncode == 0, result.stderr
     assert "RuntimeError: engine='cuda' needs" in result.stdout
     assert "CUDA driver" in result.stdout
+    assert "summary RuntimeError: engine='cuda' needs" in result.stdout

@@ -212,7 +212,7 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     per_pixel = _bytes_per_pixel(n_dates, k, n_starts, raw_dtype.itemsize, plan.return_process)
     chunk = _chunk_pixels(cuda, n_pixels, per_pixel)
 
-    tpb = int(config.CUDA_THREADS_PER_BLOCK)
+    tpb = kern.threads_per_block()
     tpb_pixel = min(tpb, _next_power_of_two(max(1, (n_dates + 1) // 2)))
     tpb_solve = min(tpb, max(1, _next_power_of_two(k)))
     tile_k = max(1, min(int(config.CUDA_GRAM_TILE_K), k))
@@ -322,3 +322,22 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
         if buf.pending is not None:
             collect(buf)
     return outputs
+
+
+def device_summary() -> dict:
+    """The GPU the engine runs on: name, compute capability, memory and the theoretical
+    peak memory bandwidth (GB/s), for benchmark reports (ratio to bandwidth).
+
+    Raises :class:`RuntimeError` like :func:`run` where there is no GPU.
+    """
+    cuda = _require_cuda()
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return dict(name="numba CUDA simulator", compute_capability=None, memory_bytes=None,
+                    peak_bandwidth_gbs=None)
+    device = cuda.get_current_device()
+    _free, total = cuda.current_context().get_memory_info()
+    # double data rate: 2 transfers per memory clock (kHz) over a bus of `width` bits
+    bandwidth = 2.0 * device.MEMORY_CLOCK_RATE * 1e3 * device.GLOBAL_MEMORY_BUS_WIDTH / 8 / 1e9
+    name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
+    return dict(name=name, compute_capability=device.compute_capability, memory_bytes=int(total),
+                peak_bandwidth_gbs=bandwidth)

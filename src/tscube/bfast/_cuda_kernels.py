@@ -4,25 +4,20 @@ This module imports :mod:`numba.cuda` at import time; only :func:`tscube.bfast._
 imports it, after checking that a GPU (or the simulator) is there.
 
 Kernel boundaries follow paper 001 §III-B: every group of inner operations of the same
-size becomes one kernel, padded to the largest size of the batch:
+size becomes one kernel, padded to the largest size of the batch.
 
-==========================  ============================================  ===============
-kernel                      what                                          paper
-==========================  ============================================  ===============
-``clean_transpose_kernel`` raw ``(T, P)`` of any dtype -> float64 rows   preprocessing
-                            ``(P, T)``, missing (NaN/inf/nodata) -> NaN
-``count_kernel``            per pixel: valid / inf counts; per start:      ker 8 (n̄)
-                            history and monitoring counts, first history
-                            date, ``max |y_history|``
-``history_mask_kernel``     ``mask_t[t, p]``: valid and in the history     (mask of Y)
-masked Gram (parallel)      ``G[p] = Σ_t mask x_t x_tᵀ``, register tiled   ker 1-2, Fig. 4
-``masked_xty_kernel``       ``b[p] = Σ_t mask x_t y_t``                    ker 4
-``solve kernel``            equilibrated Cholesky in shared memory,        ker 3, 5, Fig. 5
-                            singular test, ``β = G⁻¹ b``
-``monitor kernel``          block per pixel: residuals, compaction,        ker 6-10
-                            σ, magnitude by selection, MOSUM by scan,
-                            first break by reduction
-==========================  ============================================  ===============
+* ``clean_transpose_kernel``: raw ``(T, P)`` of any dtype to float64 rows ``(P, T)``,
+  missing (NaN, inf, nodata) to NaN; a shared-memory tile transpose (preprocessing).
+* ``count_kernel``: thread per pixel; valid and inf counts, and per start the history
+  and monitoring counts, first history date and ``max |y_history|`` (ker 8's n̄).
+* ``history_mask_kernel``: ``mask_t[t, p]`` = valid and inside the history window.
+* masked Gram of :mod:`tscube.parallel`: ``G[p] = Σ_t mask x_t x_tᵀ``, register tiled
+  (ker 1-2, Fig. 4b).
+* ``masked_xty_kernel``: ``b[p] = Σ_t mask x_t y_t`` (ker 4, ``mvMulFilt``).
+* ``solve_kernel``: equilibrated Cholesky in shared memory, the singular test and
+  ``β = G⁻¹ b`` (ker 3 and 5, the Fig. 5 pattern).
+* ``monitor_kernel``: block per pixel; residuals, compaction, σ, magnitude by selection,
+  MOSUM by scan, first break by reduction (ker 6-10).
 """
 
 from __future__ import annotations
@@ -36,6 +31,7 @@ from numba import cuda
 
 from ..parallel._cuda import (
     _masked_gram_kernel,
+    _threads_per_block,
     block_compact_row,
     block_min_index,
     block_scan_row,
@@ -481,6 +477,11 @@ def monitor_kernel(k: int, tpb: int):
             f_out[F_SIGMA, s, p] = sigma
 
     return monitor
+
+
+def threads_per_block() -> int:
+    """``config.CUDA_THREADS_PER_BLOCK``, checked (a power of two in [1, 1024])."""
+    return _threads_per_block(None)
 
 
 def gram_kernel(k: int, tile_k: int, tile_pixels: int, tile_dates: int):
