@@ -175,6 +175,23 @@ def _chunked(da, memory, time_dim="time"):
     return _pixel_chunks(da, time_dim, parse_memory(memory), BYTES_PER_VALUE)
 
 
+def _block_shape(n_times: int, rows: int, cols: int, memory) -> tuple[int, int]:
+    """Rows and columns of the pixel chunks for a cube of ``n_times`` dates under ``memory``."""
+    import dask
+    from dask.array.core import normalize_chunks
+
+    from .xr import parse_memory
+
+    budget = parse_memory(memory)
+    if budget is None:
+        limit = dask.utils.parse_bytes(dask.config.get("array.chunk-size"))
+    else:
+        limit = max(1, budget // BYTES_PER_VALUE) * 4  # in float32 input bytes
+    chunks = normalize_chunks((n_times, "auto", "auto"), shape=(n_times, rows, cols), dtype=np.float32,
+                              limit=limit)
+    return max(chunks[1]), max(chunks[2])
+
+
 def _open_geotiff(path: Path, *, chunks=None, masked=True):
     import rasterio
     import rioxarray
@@ -224,9 +241,12 @@ def _open_folder(folder: Path, date_pattern, memory):
     index = pd.DatetimeIndex(dates)
     _check_dates(index, [p.name for p in files], f"folder {folder.name}")
     order = np.argsort(index.asi8, kind="stable")
+    # Read every file in the pixel blocks of the final chunks, so that gathering a
+    # block's time series holds only that block of each file in memory.
+    rows, cols = _block_shape(len(files), grids[0][3], grids[0][2], memory)
     layers = []
     for i in order:
-        layer = _open_geotiff(files[i]).squeeze("band", drop=True)
+        layer = _open_geotiff(files[i], chunks={"band": 1, "y": rows, "x": cols}).squeeze("band", drop=True)
         layer.attrs.pop("long_name", None)
         layers.append(layer)
     da = xr.concat(layers, dim=pd.Index(index[order], name="time"), coords="minimal", compat="override",
@@ -450,18 +470,18 @@ def _write_geotiff(ds, tmp: Path) -> None:
     stack = xr.concat([b.astype(dtype) for b in bands], dim="band", coords="minimal", compat="override",
                       join="override")
     stack = stack.assign_coords(band=np.arange(1, len(bands) + 1))
+    stack.attrs = {}
     crs = ds.rio.crs
     if crs is not None:
         stack = stack.rio.write_crs(crs)
     stack = stack.rio.write_nodata(nodata, encoded=False)
-    stack.attrs = {}
     stack.compute().rio.to_raster(tmp, driver="GTiff", dtype=np.dtype(dtype).name, compress="deflate",
                                   tiled=stack.sizes[ds.rio.x_dim] >= 256 and stack.sizes[ds.rio.y_dim] >= 256)
     with rasterio.open(tmp, "r+") as dst:
         for i, name in enumerate(names, start=1):
             dst.set_band_description(i, name)
         tags = {k: (v if isinstance(v, str) else repr(v)) for k, v in ds.attrs.items()}
-        dst.update_tags(**{f"tscube_{k}": v for k, v in tags.items()})
+        dst.update_tags(**{k if k.startswith("tscube_") else f"tscube_{k}": v for k, v in tags.items()})
 
 
 def netcdf_engine() -> str:
