@@ -9,7 +9,7 @@ from __future__ import annotations
 _DEFAULTS = dict(
     # cpu engines: pixels per block streamed through the numba kernels. A block's
     # working set (block × T × 8 bytes) should fit in the L2/L3 cache.
-    CPU_BLOCK_PIXELS=256,
+    CPU_BLOCK_PIXELS=64,
     # cpu BFAST Monitor: how the masked history Gram matrices are formed, "fused" (in the
     # per-pixel loop) or "blas" (one matrix product per chunk); None = the engine's default.
     CPU_BFAST_GRAM=None,
