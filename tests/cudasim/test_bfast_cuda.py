@@ -285,3 +285,67 @@ def test_cuda_without_gpu_raises_naming_the_cause():
     assert "RuntimeError: engine='cuda' needs" in result.stdout
     assert "CUDA driver" in result.stdout
     assert "summary RuntimeError: engine='cuda' needs" in result.stdout
+
+
+_PTX_CHECK = '''
+import sys
+import numba.cuda.dispatcher as dispatcher
+from numba import cuda, types as nt
+
+
+class FakeDevice:  # device functions ask the current device for its compute capability
+    compute_capability = (8, 0)
+
+
+dispatcher.get_current_device = lambda: FakeDevice()
+
+
+def trivial(a):
+    a[cuda.grid(1)] = 1.0
+
+
+try:
+    cuda.compile_ptx(trivial, (nt.float64[:],), cc=(8, 0))
+except Exception as exc:  # no NVVM / NVRTC libraries: nothing to check with
+    print("SKIP", type(exc).__name__, str(exc).splitlines()[0])
+    sys.exit(0)
+
+from tscube.bfast import _cuda_kernels as kern
+
+A = lambda dtype, ndim: nt.Array(dtype, ndim, "C")
+f8, i4, i8, u1, i1, b1 = nt.float64, nt.int32, nt.int64, nt.uint8, nt.int8, nt.boolean
+checks = []
+for raw_type in (nt.int16, nt.float32, nt.float64):
+    raw = A(raw_type, 2)
+    checks += [
+        (kern.clean_transpose_kernel(32, 8), (raw, b1, f8, A(f8, 2))),
+        (kern.count_kernel, (raw, b1, f8, A(i4, 1), A(i4, 2), A(i4, 3), A(f8, 3))),
+        (kern.history_mask_kernel, (raw, b1, f8, A(i4, 2), i8, i8, A(u1, 2))),
+        (kern.masked_xty_kernel, (A(f8, 2), raw, A(u1, 2), A(f8, 2))),
+    ]
+for k in (1, 8):
+    checks += [
+        (kern.solve_kernel(k, 8), (A(f8, 3), A(f8, 2), A(f8, 2), A(i4, 1))),
+        (kern.monitor_kernel(k, 256), (A(f8, 2), A(f8, 2), A(f8, 2), A(i4, 1), A(i4, 2),
+                                       A(i1, 2), i8, f8, f8, b1, A(i4, 3), A(f8, 3),
+                                       A(f8, 2), A(f8, 2), A(i4, 2), A(f8, 3), A(f8, 3))),
+        (kern.gram_kernel(k, min(16, k), 32, 8), (A(f8, 2), A(u1, 2), A(f8, 3))),
+    ]
+for kernel, signature in checks:
+    cuda.compile_ptx(kernel.py_func, signature, cc=(8, 0))
+print("COMPILED", len(checks))
+'''
+
+
+@pytest.mark.skipif(REAL_GPU, reason="the real-GPU run compiles every kernel anyway")
+def test_cuda_kernels_compile_to_ptx():
+    """The simulator neither types nor compiles kernels: compile them all to PTX with
+    NVVM where its libraries are installed (pip nvidia-cuda-nvcc-cu12 and
+    nvidia-cuda-nvrtc-cu12 on LD_LIBRARY_PATH; no GPU needed), else skip."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    result = subprocess.run([sys.executable, "-c", _PTX_CHECK], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    if result.stdout.startswith("SKIP"):
+        pytest.skip(f"no NVVM to compile with: {result.stdout.strip()}")
+    assert "COMPILED 18" in result.stdout

@@ -118,10 +118,11 @@ def clean_transpose_kernel(tile: int, rows: int):
     transpose (coalesced reads of dates x pixels, coalesced writes of pixels x dates; the
     ``tile + 1`` row pitch avoids bank conflicts).
     """
+    pitch = tile + 1  # shared-array shapes must be compile-time constants
 
     @cuda.jit
     def clean_transpose(raw, has_nodata, nodata, y_rows):
-        buf = cuda.shared.array((tile, tile + 1), numba.float64)
+        buf = cuda.shared.array((tile, pitch), numba.float64)
         n_dates, n_pixels = raw.shape
         p0 = cuda.blockIdx.x * tile
         t0 = cuda.blockIdx.y * tile
