@@ -178,10 +178,9 @@ def _parse_when(text: str, name: str):
     import pandas as pd
 
     try:
-        pd.Timestamp(text)
+        return pd.Timestamp(text)
     except (ValueError, TypeError):
         raise ValueError(f"--{name} {text!r} is not a date (YYYY-MM-DD), a decimal year or YEAR,CYCLE") from None
-    return text
 
 
 def _open_input(input_path: Path, dates_file, date_pattern, variable, memory):

@@ -202,6 +202,47 @@ def _open_geotiff(path: Path, *, chunks=None, masked=True):
         raise CubeError(f"cannot read {path.name} as a GeoTIFF ({str(exc).splitlines()[0]})") from None
 
 
+def _masked_dtype(dtype) -> np.dtype:
+    """Float type of a band read with nodata as NaN (as rioxarray's ``masked=True``)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float64 or (dtype.kind in "iu" and dtype.itemsize >= 4):
+        return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def _read_window(path: str, rows: tuple[int, int], cols: tuple[int, int], nodata, dtype) -> np.ndarray:
+    """One pixel block of a single-band GeoTIFF, ``(1, rows, cols)``, nodata as NaN."""
+    import rasterio
+    from rasterio.windows import Window
+
+    with rasterio.open(path) as src:
+        raw = src.read(1, window=Window.from_slices(rows, cols))
+    block = raw.astype(dtype)
+    if nodata is not None and not np.isnan(nodata):
+        block[raw == nodata] = np.nan
+    return block[None]
+
+
+def _folder_array(files: list[Path], nodatas, dtype, height: int, width: int, rows: int, cols: int):
+    """A dask array ``(T, height, width)`` reading each file by pixel blocks of ``rows x cols``."""
+    import dask.array
+    from dask.base import tokenize
+
+    row_edges = list(range(0, height, rows)) + [height]
+    col_edges = list(range(0, width, cols)) + [width]
+    mtimes = [f.stat().st_mtime_ns for f in files]
+    name = "read-geotiff-folder-" + tokenize([str(f) for f in files], mtimes, nodatas, str(dtype), rows, cols)
+    graph = {
+        (name, t, i, j): (_read_window, str(path), (row_edges[i], row_edges[i + 1]),
+                          (col_edges[j], col_edges[j + 1]), nodata, dtype)
+        for t, (path, nodata) in enumerate(zip(files, nodatas))
+        for i in range(len(row_edges) - 1)
+        for j in range(len(col_edges) - 1)
+    }
+    chunks = ((1,) * len(files), tuple(np.diff(row_edges)), tuple(np.diff(col_edges)))
+    return dask.array.Array(graph, name, chunks, dtype=dtype)
+
+
 def _open_folder(folder: Path, date_pattern, memory):
     import rasterio
     import xarray as xr
@@ -209,12 +250,14 @@ def _open_folder(folder: Path, date_pattern, memory):
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in GEOTIFF_SUFFIXES and p.is_file())
     if not files:
         raise CubeError(f"folder {str(folder)!r} holds no GeoTIFF (.tif) files")
-    grids, dates = [], []
+    grids, dates, nodatas, dtypes = [], [], [], []
     for path in files:
         try:
             with rasterio.open(path) as src:
                 grid = (src.crs, src.transform, src.width, src.height, src.count)
                 tags = src.tags()
+                nodatas.append(src.nodata)
+                dtypes.append(src.dtypes[0])
         except rasterio.errors.RasterioIOError as exc:
             raise CubeError(f"cannot read {path.name} as a GeoTIFF ({str(exc).splitlines()[0]})") from None
         date = date_from_name(path.stem, date_pattern)
@@ -241,16 +284,16 @@ def _open_folder(folder: Path, date_pattern, memory):
     index = pd.DatetimeIndex(dates)
     _check_dates(index, [p.name for p in files], f"folder {folder.name}")
     order = np.argsort(index.asi8, kind="stable")
-    # Read every file in the pixel blocks of the final chunks, so that gathering a
+    dtype = np.result_type(*[_masked_dtype(d) for d in dtypes])
+    # Every file is read by the pixel blocks of the final chunks, so that gathering a
     # block's time series holds only that block of each file in memory.
-    rows, cols = _block_shape(len(files), grids[0][3], grids[0][2], memory)
-    layers = []
-    for i in order:
-        layer = _open_geotiff(files[i], chunks={"band": 1, "y": rows, "x": cols}).squeeze("band", drop=True)
-        layer.attrs.pop("long_name", None)
-        layers.append(layer)
-    da = xr.concat(layers, dim=pd.Index(index[order], name="time"), coords="minimal", compat="override",
-                   combine_attrs="drop_conflicts")
+    height, width = grids[0][3], grids[0][2]
+    rows, cols = _block_shape(len(files), height, width, memory)
+    data = _folder_array([files[i] for i in order], [nodatas[i] for i in order], dtype, height, width, rows, cols)
+    template = _open_geotiff(files[order[0]]).squeeze("band", drop=True)  # coordinates and CRS only
+    da = xr.DataArray(data.rechunk({0: -1}), dims=("time", "y", "x"),
+                      coords={"time": index[order], **{k: v for k, v in template.coords.items()}},
+                      attrs={k: v for k, v in template.attrs.items() if k != "long_name"})
     da.attrs["source_files"] = [files[i].name for i in order]
     return _chunked(da, memory)
 
@@ -474,8 +517,11 @@ def _write_geotiff(ds, tmp: Path) -> None:
     crs = ds.rio.crs
     if crs is not None:
         stack = stack.rio.write_crs(crs)
+    # the transform as stored (GeoTransform), not recomputed from rounded coordinates
+    stack = stack.rio.write_transform(ds.rio.transform())
     stack = stack.rio.write_nodata(nodata, encoded=False)
     stack.compute().rio.to_raster(tmp, driver="GTiff", dtype=np.dtype(dtype).name, compress="deflate",
+                                  recalc_transform=False,
                                   tiled=stack.sizes[ds.rio.x_dim] >= 256 and stack.sizes[ds.rio.y_dim] >= 256)
     with rasterio.open(tmp, "r+") as dst:
         for i, name in enumerate(names, start=1):
