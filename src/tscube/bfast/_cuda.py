@@ -15,12 +15,17 @@ its host-to-device copy is queued on the other stream, and the results of chunk
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
 from .. import config
 from .plan import MonitorPlan
 from .result import empty_outputs
+
+#: One run at a time per process: each run sizes its chunks by the free device memory, so
+#: concurrent runs (e.g. from dask worker threads) would together overcommit it.
+_DEVICE_LOCK = threading.Lock()
 
 #: dtypes the kernels read directly; anything else is converted on the host first.
 _DEVICE_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32,
@@ -191,8 +196,15 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None
                  else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels))
     cuda = _require_cuda()
+    with _DEVICE_LOCK:
+        return _run_locked(cuda, values, plan, begin_all, flags_all)
+
+
+def _run_locked(cuda, values, plan, begin_all, flags_all) -> dict[str, np.ndarray]:
     from . import _cuda_kernels as kern
 
+    n_dates, n_pixels = values.shape
+    n_starts = plan.n_starts
     X = plan.design.matrix
     k = X.shape[1]
     if k > kern.MAX_REGRESSORS:
