@@ -99,6 +99,7 @@ def test_monitor_folder_to_geotiff(tmp_path, folder, cube):
     result = tscube("monitor", folder, "--start", f"{dates[40]:%Y-%m-%d}", "--freq", 23, "-o", out,
                     "--engine", ENGINE, "--memory", "20kB")
     assert result.exit_code == 0, result.output
+    assert "100% Completed" in result.output  # dask's progress bar over the chunks
     expected = bfast_monitor(raw, dates, dates[40], freq=23, nodata=NODATA, engine=ENGINE)
     assert expected.has_break[:2, :2].all()
     assert_geotiff_equals(out, expected.to_dict(), CRS, TRANSFORM)
@@ -160,6 +161,7 @@ def test_info(folder, cube):
     assert f"60, {dates[0].date()} to {dates[-1].date()}" in result.output
     assert "time 60 x y 3 x x 4" in result.output
     assert "EPSG:32633" in result.output
+    assert "on disk" in result.output
     assert f"missing:  {np.mean(raw == NODATA):.1%}" in result.output
 
 

@@ -339,7 +339,9 @@ def info(
             typer.echo(f"dates:    {da.sizes['time']}, {float(da.time[0])} to {float(da.time[-1])} (decimal years)")
         typer.echo(f"shape:    {' x '.join(f'{d} {n}' for d, n in da.sizes.items())}")
         typer.echo(f"dtype:    {da.dtype}")
-        typer.echo(f"size:     {_human_bytes(da.nbytes)} in memory")
+        on_disk = (sum(f.stat().st_size for f in input_path.rglob("*") if f.is_file()) if input_path.is_dir()
+                   else input_path.stat().st_size)
+        typer.echo(f"size:     {_human_bytes(da.nbytes)} in memory, {_human_bytes(on_disk)} on disk")
         if da.chunks is not None:
             typer.echo(f"chunks:   {' x '.join(str(max(c)) for c in da.chunks)} ({int(np.prod([len(c) for c in da.chunks]))} chunks)")
         crs, transform = None, None
