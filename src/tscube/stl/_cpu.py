@@ -65,33 +65,57 @@ def _neighbourhood(xv, xstart, nv, complete, m, q):
     return left + 1, right, nearest
 
 
+# Tables are built for windows up to this size (memory: ~24 x window^2 bytes each).
+TABLE_MAX_WINDOW = 401
+_TRI, _OFFSET, _VALUE, _SLOPE, _MEAN, _SCALARS = 0, 1, 2, 3, 4, 5
+
+
 @njit(cache=True)
-def _build_kernel(window, deg, flavor, kern):
-    """Weights of a centred window without gaps (h = (window-1)/2): kern[0] the tricube
-    weights, kern[1] the equivalent kernel of the fitted value and kern[2] that of the
-    slope, for degrees 0 and 1 without robustness weights (symmetric window, so the
-    linear term drops out of the value), kern[3] the scaled offsets (i - half) / h."""
+def _build_table(window, deg, flavor, tab):
+    """Loess weights of a gap-free window of ``window`` points at positions 1..window,
+    evaluated at m = row for row = 0 .. half+1 (left edge, extension point 0 and, at
+    row half+1, the centred window shared by all interior points); the right edge is
+    the mirror image. Per row: tricube weights, scaled offsets (x - m)/h, the equivalent
+    kernels of the fitted value and slope (degree <= 1, no robustness weights) and of the
+    plain weighted mean; scalars h, h*sqrt(var) (Fortran's spread test) and a
+    non-singular flag."""
     half = (window - 1) // 2
-    h = float(half)
-    total = 0.0
-    spread = 0.0
-    for i in range(window):
-        r = abs(i - half)
-        if flavor == _STLPLUS:
-            wt = 0.0 if r >= h else (1.0 - (r / h) ** 3) ** 3
-        elif r > 0.999 * h:
-            wt = 0.0
-        elif r <= 0.001 * h:
-            wt = 1.0
-        else:
-            wt = (1.0 - (r / h) ** 3) ** 3
-        kern[0, i] = wt
-        total += wt
-        spread += wt * (i - half) ** 2
-    for i in range(window):
-        kern[1, i] = kern[0, i] / total
-        kern[2, i] = kern[0, i] * (i - half) / spread if (deg >= 1 and spread > 0.0) else 0.0
-        kern[3, i] = (i - half) / h
+    for row in range(half + 2):
+        m = row
+        h = float(max(m - 1, window - m))
+        total = 0.0
+        for i in range(window):
+            r = abs(i + 1 - m)
+            if flavor == _STLPLUS:
+                wt = 0.0 if r >= h else (1.0 - (r / h) ** 3) ** 3
+            elif r > 0.999 * h:
+                wt = 0.0
+            elif r <= 0.001 * h:
+                wt = 1.0
+            else:
+                wt = (1.0 - (r / h) ** 3) ** 3
+            tab[_TRI, row, i] = wt
+            tab[_OFFSET, row, i] = (i + 1 - m) / h
+            total += wt
+        m1 = 0.0
+        m2 = 0.0
+        for i in range(window):
+            tab[_MEAN, row, i] = tab[_TRI, row, i] / total
+            m1 += tab[_MEAN, row, i] * tab[_OFFSET, row, i]
+            m2 += tab[_MEAN, row, i] * tab[_OFFSET, row, i] ** 2
+        var = m2 - m1 * m1
+        ok = deg == 0 or abs(var) > SINGULAR_RTOL
+        for i in range(window):
+            if deg == 0 or not ok:
+                tab[_VALUE, row, i] = tab[_MEAN, row, i]
+                tab[_SLOPE, row, i] = 0.0
+            else:
+                v = tab[_OFFSET, row, i]
+                tab[_VALUE, row, i] = tab[_MEAN, row, i] * (1.0 - m1 * (v - m1) / var)
+                tab[_SLOPE, row, i] = tab[_MEAN, row, i] * (v - m1) / var / h
+        tab[_SCALARS, row, 0] = h
+        tab[_SCALARS, row, 1] = h * np.sqrt(var) if var > 0.0 else 0.0
+        tab[_SCALARS, row, 2] = 1.0 if ok else 0.0
 
 
 # Reassociation lets LLVM vectorise the weighted sums (rounding-level changes only);
@@ -99,33 +123,55 @@ def _build_kernel(window, deg, flavor, kern):
 _FAST = {"reassoc", "contract"}
 
 
-@njit(cache=True, fastmath=_FAST, inline="always")
+@njit(cache=True, fastmath=_FAST)
 def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg,
-               m, flavor, kern):
+               m, flavor, tab):
     """Loess (value, slope, nearest index) at position m; NaN value when it fails."""
     q = min(window, nv)
     lo, hi, nearest = _neighbourhood(xv, xstart, nv, complete, m, q)
-    centred = complete and q == window and window >= 3 and lo == m - 1 - (window - 1) // 2
-    if centred and not use_w and deg <= 1:  # fixed linear filter
-        value = 0.0
-        if flavor == _STLPLUS and deg == 1:
-            slope = 0.0
-            for i in range(window):
-                yv = vals[off + (lo + i) * stride]
-                value += kern[1, i] * yv
-                slope += kern[2, i] * yv
-            return value, slope, nearest
-        for i in range(window):
-            value += kern[1, i] * vals[off + (lo + i) * stride]
-        return value, 0.0, nearest
     s0 = s1 = s2 = s3 = s4 = 0.0
     t0 = t1 = t2 = 0.0
-    if centred and deg <= 1:  # robustness-weighted, tricube weights from the table
-        h = float((window - 1) // 2)
+    tabled = complete and q == window and deg <= 1 and window <= tab.shape[2]
+    if tabled:
+        half = (window - 1) // 2
+        mirror = False
+        if m <= half:
+            row = m
+        elif m <= n_full - half:
+            row = half + 1
+        else:
+            row = n_full + 1 - m
+            mirror = True
+        h = tab[_SCALARS, row, 0]
+        if not use_w and tab[_SCALARS, row, 2] > 0.0:  # a fixed linear filter
+            if flavor == _STATSMODELS and (deg == 0 or not tab[_SCALARS, row, 1] > 0.001 * (n_full - 1)):
+                kind = _MEAN  # Fortran skips the linear correction for a tiny spread
+            else:
+                kind = _VALUE
+            value = 0.0
+            slope = 0.0
+            base = off + lo * stride
+            if mirror:
+                for i in range(window):
+                    yv = vals[base + i * stride]
+                    value += tab[kind, row, window - 1 - i] * yv
+                    slope -= tab[_SLOPE, row, window - 1 - i] * yv
+            else:
+                for i in range(window):
+                    yv = vals[base + i * stride]
+                    value += tab[kind, row, i] * yv
+                    slope += tab[_SLOPE, row, i] * yv
+            return value, (slope if flavor == _STLPLUS else 0.0), nearest
+        # robustness-weighted: tricube weights and offsets from the table
+        base = off + lo * stride
         for i in range(window):
-            k = off + (lo + i) * stride
-            wt = kern[0, i] * wts[k]
-            v = kern[3, i]
+            k = base + i * stride
+            if mirror:
+                wt = tab[_TRI, row, window - 1 - i] * wts[k]
+                v = -tab[_OFFSET, row, window - 1 - i]
+            else:
+                wt = tab[_TRI, row, i] * wts[k]
+                v = tab[_OFFSET, row, i]
             wv = wt * v
             yv = vals[k]
             s0 += wt
@@ -210,7 +256,7 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
 
 @njit(cache=True)
 def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg, jump,
-           flavor, extend, out, out_off, out_stride, fbuf, sbuf, kern):
+           flavor, extend, out, out_off, out_stride, fbuf, sbuf, tab):
     """Loess at positions 1..n_full (and 0, n_full+1 if ``extend``) written to
     ``out[out_off + position * out_stride]``."""
     jump = min(jump, max(n_full - 1, 1))
@@ -220,7 +266,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
     for e in range(n_eval):
         m = min(1 + e * jump, n_full)
         f, s, nearest = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete,
-                                   n_full, window, deg, m, flavor, kern)
+                                   n_full, window, deg, m, flavor, tab)
         if flavor == _STATSMODELS and not np.isfinite(f):
             x = nearest + 1 if complete else xv[xstart + nearest]
             f = vals[off + (x - 1) * stride]
@@ -258,9 +304,9 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
             prev = e
     if extend:
         f0 = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full,
-                        window, deg, 0, flavor, kern)[0]
+                        window, deg, 0, flavor, tab)[0]
         f1 = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full,
-                        window, deg, n_full + 1, flavor, kern)[0]
+                        window, deg, n_full + 1, flavor, tab)[0]
         if flavor == _STATSMODELS:
             if not np.isfinite(f0):
                 f0 = out[out_off + out_stride]
@@ -370,7 +416,7 @@ def _robustness_weights(y, fit_s, fit_t, valid, n, flavor, rw, resid):
 
 @njit(cache=True)
 def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, sub_nv,
-                   work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid, kernels):
+                   work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid, tables, sub_y, sub_w):
     """STL of one series into seasonal/trend/rw; returns the status code."""
     (n, p, ns, nt, nl, isdeg, itdeg, ildeg, nsjump, ntjump, nljump, ni, no, periodic,
      flavor) = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8],
@@ -429,23 +475,26 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
                         swy += rw[idx] * work_d[idx]
                     for m in range(k + 2):
                         cycle[m * p + j] = swy / sw
-                else:
-                    _loess(work_d, rw, use_w, j, p, sub_xv, sub_start[j], knv, knv == k, k, ns,
-                           isdeg, nsjump, flavor, True, cycle, j, p, fbuf, sbuf, kernels[0])
+                else:  # contiguous copies: unit-stride loops vectorise
+                    for i in range(k):
+                        sub_y[i] = work_d[i * p + j]
+                        sub_w[i] = rw[i * p + j]
+                    _loess(sub_y, sub_w, use_w, 0, 1, sub_xv, sub_start[j], knv, knv == k, k, ns,
+                           isdeg, nsjump, flavor, True, cycle, j, p, fbuf, sbuf, tables[0])
             _moving_average(cycle, n + 2 * p, p, ma1)
             _moving_average(ma1, n + p + 1, p, ma2)
             _moving_average(ma2, n + 2, 3, work_d)
             if flavor == _STLPLUS:  # quirk: valid positions only, robustness-weighted
                 _loess(work_d, rw, use_w, 0, 1, xv, 0, nv, complete, n, nl, ildeg, nljump,
-                       flavor, False, low, -1, 1, fbuf, sbuf, kernels[2])
+                       flavor, False, low, -1, 1, fbuf, sbuf, tables[2])
             else:
                 _loess(work_d, rw, False, 0, 1, xv, 0, n, True, n, nl, ildeg, nljump,
-                       flavor, False, low, -1, 1, fbuf, sbuf, kernels[2])
+                       flavor, False, low, -1, 1, fbuf, sbuf, tables[2])
             for i in range(n):
                 seasonal[i] = cycle[p + i] - low[i]
                 work_d[i] = y[i] - seasonal[i]
             _loess(work_d, rw, use_w, 0, 1, xv, 0, nv, complete, n, nt, itdeg, ntjump, flavor,
-                   False, trend, -1, 1, fbuf, sbuf, kernels[1])
+                   False, trend, -1, 1, fbuf, sbuf, tables[1])
         if no > 0 and (flavor == _STLPLUS or pass_index < n_passes - 1):
             _robustness_weights(y, seasonal, trend, valid, n, flavor, rw, resid)
             use_w = True
@@ -466,7 +515,7 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
 
 
 @njit(parallel=True, cache=True)
-def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks):
+def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables):
     n_series, n = data.shape
     p = prm[1]
     for c in prange(n_chunks):
@@ -483,17 +532,27 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks):
         fbuf = np.empty(n + 2, dtype=np.float64)
         sbuf = np.empty(n + 2, dtype=np.float64)
         resid = np.empty(n, dtype=np.float64)
-        max_window = max(prm[2], prm[3], prm[4])
-        kernels = np.zeros((3, 4, min(max_window, n + 2)), dtype=np.float64)
-        for w in range(3):
-            if prm[2 + w] <= n + 2:
-                _build_kernel(prm[2 + w], prm[5 + w], prm[14], kernels[w])
+        sub_y = np.empty(n // p + 1, dtype=np.float64)
+        sub_w = np.empty(n // p + 1, dtype=np.float64)
         start = c * n_series // n_chunks
         stop = (c + 1) * n_series // n_chunks
         for s in range(start, stop):
             status[s] = _decompose_one(data[s], prm, seasonal[s], trend[s], weights[s], valid,
                                        xv, sub_xv, sub_start, sub_nv, work_d, cycle, ma1, ma2,
-                                       low, fbuf, sbuf, resid, kernels)
+                                       low, fbuf, sbuf, resid, tables, sub_y, sub_w)
+
+
+def _tables(codes):
+    """Loess tables of the seasonal, trend and low-pass windows (read-only, shared by all
+    threads); a window above TABLE_MAX_WINDOW or the series length gets none."""
+    n = codes[0]
+    windows = [w if w <= min(TABLE_MAX_WINDOW, n) else 0 for w in codes[2:5]]
+    width = max(max(windows), 1)
+    tables = np.zeros((3, 6, width // 2 + 2, width), dtype=np.float64)
+    for index, window in enumerate(windows):
+        if window:
+            _build_table(window, codes[5 + index], codes[14], tables[index])
+    return tables
 
 
 def decompose(data, prm: StlParams):
@@ -510,5 +569,5 @@ def decompose(data, prm: StlParams):
     if n_series:
         n_chunks = min(n_series, 8 * numba.get_num_threads())
         _decompose_batch(np.ascontiguousarray(data, dtype=np.float64), codes, seasonal, trend,
-                         weights, status, n_chunks)
+                         weights, status, n_chunks, _tables(codes))
     return seasonal, trend, weights, status
