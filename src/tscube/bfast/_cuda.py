@@ -225,7 +225,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all) -> dict[str, np.ndarra
     chunk = _chunk_pixels(cuda, n_pixels, per_pixel)
 
     tpb = kern.threads_per_block()
-    tpb_pixel = min(tpb, _next_power_of_two(max(1, (n_dates + 1) // 2)))
+    tpb_pixel = min(tpb, kern.MAX_PIXEL_BLOCK, _next_power_of_two(max(1, (n_dates + 1) // 2)))
     tpb_solve = min(tpb, max(1, _next_power_of_two(k)))
     tile_k = max(1, min(int(config.CUDA_GRAM_TILE_K), k))
     tile_pixels = int(config.CUDA_GRAM_TILE_PIXELS)

@@ -48,6 +48,10 @@ N_INT = 7
 F_MAGNITUDE, F_MEAN, F_STATISTIC, F_SIGMA, F_YMAX = range(5)
 N_FLOAT = 5
 
+#: Largest block of the per-pixel monitor kernel: it uses ~70 registers per thread
+#: (ptxas, sm_80), so 1024 threads would exceed the 64 Ki registers of a block.
+MAX_PIXEL_BLOCK = 512
+
 #: Largest number of regressors of the shared-memory solve (k x k float64 must fit 48 KiB).
 MAX_REGRESSORS = 64
 
