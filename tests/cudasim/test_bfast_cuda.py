@@ -349,3 +349,13 @@ def test_cuda_kernels_compile_to_ptx():
     if result.stdout.startswith("SKIP"):
         pytest.skip(f"no NVVM to compile with: {result.stdout.strip()}")
     assert "COMPILED 18" in result.stdout
+
+
+def test_cuda_keeps_pixel_shapes_and_empty_batches():
+    cube = make_cube(40, 4, 0.1, seed=9).reshape(40, 2, 2)
+    kwargs = dict(dates=dates_of(40), start=2000 + 30 / FREQ, freq=FREQ, order=1, h=0.5)
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert got.status.shape == (2, 2)
+    assert_same(got, bfast_monitor(cube, engine="reference", **kwargs))
+    empty = bfast_monitor(np.empty((40, 0, 3)), engine="cuda", **kwargs)
+    assert empty.status.shape == (0, 3) and empty.break_index.dtype == np.int64
