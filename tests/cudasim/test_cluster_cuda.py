@@ -67,3 +67,19 @@ def test_cuda_estimators_equal_reference(problem):
     np.testing.assert_allclose(b.cluster_centers_, a.cluster_centers_, rtol=1e-12)
     np.testing.assert_allclose(b.inertia_, a.inertia_, rtol=1e-12)
     np.testing.assert_array_equal(b.labels_, a.labels_)
+
+
+def test_cuda_engine_streams_dask_chunks(problem):
+    da = pytest.importorskip("dask.array")
+    X, means, _, _ = problem
+    init = dict(means_init=means, weights_init=np.full(3, 1 / 3),
+                precisions_init=np.array([np.ones(3)] * 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = GaussianMixture(3, covariance_type="diag", max_iter=1, tol=0, engine="reference",
+                            **init).fit(X)
+        b = GaussianMixture(3, covariance_type="diag", max_iter=1, tol=0, engine="cuda",
+                            **init).fit(da.from_array(X, chunks=(80, 3)))
+    np.testing.assert_allclose(b.means_, a.means_, rtol=1e-10)
+    np.testing.assert_allclose(b.covariances_, a.covariances_, rtol=1e-10)
+    np.testing.assert_allclose(b.lower_bound_, a.lower_bound_, rtol=1e-12)

@@ -15,7 +15,10 @@ def resolve_engine(engine):
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     name = "cpu" if engine == "auto" else engine
-    return importlib.import_module(f"tscube.cluster._{name}")
+    module = importlib.import_module(f"tscube.cluster._{name}")
+    if name == "cuda":
+        module.check_available()
+    return module
 
 
 def check_positive_int(value, name):

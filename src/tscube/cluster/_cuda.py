@@ -32,6 +32,15 @@ _MAX_SLICES = 8192  # at most this many partial sums per statistic
 _MIN_SAMPLES_PER_SLICE = 16
 
 
+def check_available():
+    """Raise a clear error when no CUDA device (or simulator) can be used."""
+    if not cuda.is_available():
+        raise RuntimeError(
+            "engine='cuda' needs an NVIDIA GPU with a working CUDA driver "
+            "(numba.cuda.is_available() is False); use engine='cpu'"
+        )
+
+
 def prepare(X):
     """Copy ``X`` (float64, C order) to the device once; device arrays pass through."""
     if hasattr(X, "copy_to_host"):  # already a device array
