@@ -101,7 +101,8 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
     print()
-    print("| method | engine | s / iteration | samples / s | × sklearn | fit s | rel. diff. vs sklearn |")
+    print("| method | engine | s / iteration | samples / s | × sklearn | fit s "
+          "| rel. diff. vs sklearn |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['method']} | {r['engine']} | {r['seconds_per_iteration']:.3f} | "

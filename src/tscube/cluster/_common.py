@@ -82,12 +82,6 @@ def precision_cholesky_from_precisions(precisions, covariance_type):
     return np.sqrt(precisions)
 
 
-def covariances_from_precision_cholesky(precisions_cholesky, covariance_type):
-    if covariance_type == "full":
-        return np.array([np.linalg.inv(p @ p.T) for p in precisions_cholesky])
-    return 1.0 / precisions_cholesky**2
-
-
 def precisions_from_cholesky(precisions_cholesky, covariance_type):
     if covariance_type == "full":
         return np.einsum("kij,klj->kil", precisions_cholesky, precisions_cholesky)

@@ -10,7 +10,6 @@ from ._common import (
     COVARIANCE_TYPES,
     check_nonnegative_float,
     check_positive_int,
-    covariances_from_precision_cholesky,
     gmm_m_step,
     precision_cholesky_from_covariances,
     precision_cholesky_from_precisions,
