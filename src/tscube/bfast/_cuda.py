@@ -185,6 +185,7 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
         ``plan.history`` is "ROC"/"BP", no ``history_begin`` is given and the cpu
         engine's selection (``_cpu_history.history_first``) is not available.
     """
+    cuda = _require_cuda()  # first: no costly cpu selection before a missing-GPU error
     n_dates, n_pixels = values.shape
     n_starts = plan.n_starts
     if history_begin is None and plan.history not in ("all", "fixed"):
@@ -195,7 +196,6 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     begin_all = _history_begin(plan, n_pixels, history_begin)
     flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None
                  else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels))
-    cuda = _require_cuda()
     with _DEVICE_LOCK:
         return _run_locked(cuda, values, plan, begin_all, flags_all)
 
