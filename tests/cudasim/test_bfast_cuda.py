@@ -232,6 +232,8 @@ def test_cuda_rejects_a_badly_shaped_history_begin():
     cube = make_cube(48, 2, 0.0, seed=1)
     with pytest.raises(ValueError, match="history_begin must be an integer array"):
         _cuda.run(cube, _plan(48, 36), history_begin=np.zeros((1, 3), int))
+    with pytest.raises(ValueError, match=r"time indices in \[0, T\]"):
+        _cuda.run(cube, _plan(48, 36), history_begin=np.array([[0, -1]]))
 
 
 R_CASES = (

@@ -97,6 +97,8 @@ def _history_begin(plan: MonitorPlan, n_pixels: int, history_begin) -> np.ndarra
             f"history_begin must be an integer array of shape {(plan.n_starts, n_pixels)}, "
             f"got {history_begin.dtype} {history_begin.shape}"
         )
+    if history_begin.size and (history_begin.min() < 0 or history_begin.max() > plan.axis.time.shape[0]):
+        raise ValueError("history_begin must hold time indices in [0, T]")
     return history_begin.astype(np.int32)
 
 
