@@ -254,13 +254,25 @@ def test_constant_feature_is_handled_by_reg_covar():
     np.testing.assert_allclose(km.cluster_centers_[:, 1], 3.0)
 
 
-def test_empty_kmeans_cluster_keeps_its_centre_and_warns():
+def test_empty_kmeans_cluster_is_relocated_as_sklearn(mixture):
+    X, _ = mixture
+    init = np.vstack([X[:3], [[100.0, 100.0, 100.0], [-90.0, 50.0, 0.0]]])  # 2 get nothing
+    theirs = SklearnKMeans(5, init=init, n_init=1, max_iter=50).fit(X)
+    for engine in ENGINES:
+        ours = KMeans(5, init=init, max_iter=50, engine=engine).fit(X)
+        np.testing.assert_allclose(ours.cluster_centers_, theirs.cluster_centers_, rtol=1e-9)
+        np.testing.assert_array_equal(ours.labels_, theirs.labels_)
+        assert ours.n_iter_ == theirs.n_iter_
+
+
+def test_empty_streamed_kmeans_cluster_keeps_its_centre_and_warns():
+    da = pytest.importorskip("dask.array")
     X = np.random.default_rng(0).normal(size=(200, 2))
     init = np.array([[0.0, 0.0], [100.0, 100.0]])
     with pytest.warns(RuntimeWarning, match="empty"):
-        model = KMeans(2, init=init).fit(X)
+        model = KMeans(2, init=init).fit(da.from_array(X, chunks=(50, 2)))
     np.testing.assert_array_equal(model.cluster_centers_[1], init[1])
-    assert np.all(model.labels_ == 0)
+    np.testing.assert_allclose(model.cluster_centers_[0], X.mean(axis=0))
 
 
 @pytest.mark.parametrize("kwargs,match", [

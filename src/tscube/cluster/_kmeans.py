@@ -54,9 +54,10 @@ class KMeans:
 
     Notes
     -----
-    Empty clusters: a cluster that receives no sample keeps its previous centre
-    (scikit-learn instead moves it to a far-away sample), and a warning is issued
-    at the end of ``fit`` if some cluster is still empty.
+    Empty clusters: with in-memory input, a cluster that receives no sample is
+    moved to the sample farthest from its centre, as scikit-learn does; with
+    streamed (dask) input it keeps its previous centre. A warning is issued at the
+    end of ``fit`` if some cluster is still empty.
     """
 
     def __init__(self, n_clusters=8, *, init="k-means++", max_iter=300, tol=1e-4,
@@ -155,6 +156,8 @@ def lloyd(samples, centers, max_iter, tol):
     converged = False
     for iteration in range(1, max_iter + 1):
         labels, _, counts, sums = samples.kmeans_statistics(centers)
+        if labels is not None and np.any(counts == 0):
+            relocate_empty_clusters(samples.host, centers, labels, counts, sums)
         new_centers = centers.copy()
         filled = counts > 0
         new_centers[filled] = sums[filled] / counts[filled, None]
@@ -170,6 +173,24 @@ def lloyd(samples, centers, max_iter, tol):
         previous_labels = labels
     labels, sse, counts, _ = samples.kmeans_statistics(centers)
     return centers, labels, sse, counts, iteration, converged
+
+
+def relocate_empty_clusters(X, centers, labels, counts, sums):
+    """Move each empty cluster to one of the samples farthest from their centre.
+
+    Same rule as scikit-learn (in place on ``counts``/``sums``): the farthest
+    samples leave their cluster's sums and seed the empty clusters; labels are
+    left as they are until the next assignment.
+    """
+    empty = np.flatnonzero(counts == 0)
+    distances = np.sum((X - centers[labels]) ** 2, axis=1)
+    farthest = np.argpartition(distances, -empty.size)[:-empty.size - 1:-1]
+    for cluster, sample in zip(empty, farthest):
+        old = labels[sample]
+        sums[old] -= X[sample]
+        counts[old] -= 1
+        sums[cluster] = X[sample]
+        counts[cluster] = 1
 
 
 def _scatter_labels(X, labels, feature_dim):
