@@ -234,3 +234,11 @@ def test_local_cluster_equals_in_process(dask_client, cube_da, numpy_result):
     # NumPy-backed input is chunked and sent to the cluster too.
     assert_equal_result(bfast_monitor_xarray(cube_da, start, freq=23, engine=ENGINE, client=dask_client,
                                              memory=230 * 40 * 10), numpy_result)
+
+
+def test_cpu_engine_under_dask_threads(cube, cube_da):
+    """numba's parallel engine called from several dask threads at once: same result."""
+    expected = bfast_monitor(cube.data, cube.dates, cube.start, freq=23, engine="cpu")
+    ds = bfast_monitor_xarray(cube_da.chunk(dict(y=1)), cube.start, freq=23, engine="auto")
+    assert ds.attrs["engine"] == "cpu"
+    assert_equal_result(ds.compute(scheduler="threads", num_workers=4), expected)
