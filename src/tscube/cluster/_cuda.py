@@ -34,7 +34,10 @@ _MIN_SAMPLES_PER_SLICE = 16
 
 def check_available():
     """Raise a clear error when no CUDA device (or simulator) can be used."""
-    if not cuda.is_available():
+    # the module's ``cuda`` name is swapped by the simulator while a kernel runs
+    from numba import cuda as numba_cuda
+
+    if not numba_cuda.is_available():
         raise RuntimeError(
             "engine='cuda' needs an NVIDIA GPU with a working CUDA driver "
             "(numba.cuda.is_available() is False); use engine='cpu'"
