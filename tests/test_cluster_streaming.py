@@ -131,3 +131,39 @@ def test_run_cluster_writes_a_georeferenced_label_geotiff(tmp_path, data):
         run_cluster(source, 3, target, method="dbscan")
     with pytest.raises(FileNotFoundError):
         run_cluster(tmp_path / "missing.tif", 3, target)
+
+
+def test_run_cluster_reads_result_variables_from_zarr(tmp_path, data):
+    pytest.importorskip("rioxarray")
+    pytest.importorskip("zarr")
+    import rioxarray
+
+    from tscube.cluster._cli import run_cluster
+
+    X, truth = data
+    coords = {"y": 5e6 - 30.0 * np.arange(40), "x": 4e5 + 30.0 * np.arange(60)}
+    results = xr.Dataset(
+        {name: (("y", "x"), X[:, i].reshape(40, 60) * scale)
+         for i, (name, scale) in enumerate([("magnitude", 1.0), ("mosum_mean", 1e-3),
+                                            ("trend_slope", 1e3)])}
+        | {"n_breaks": (("x",), np.zeros(60))},  # other dims: not a feature
+        coords=coords,
+    )
+    source = tmp_path / "results.zarr"
+    results.to_zarr(source)
+    target = tmp_path / "labels.tif"
+    from sklearn.metrics import adjusted_rand_score
+
+    scores = {}
+    for standardize in (False, True):
+        model = run_cluster(source, 3, target, method="kmeans", standardize=standardize,
+                            random_state=0)
+        assert model.n_features_in_ == 3
+        values = rioxarray.open_rasterio(target).values[0].ravel()
+        np.testing.assert_array_equal(values[[10, 500, 1999]], -1)
+        finite = values >= 0
+        scores[standardize] = adjusted_rand_score(truth[finite], values[finite])
+    # features on wildly different scales: k-means only sees all three once standardised
+    assert scores[True] > scores[False] + 0.2
+    with pytest.raises(ValueError, match="variables"):
+        run_cluster(source, 3, target, variables=["ndvi"])
