@@ -102,7 +102,9 @@ def run_cluster(input_path, k, output_path, *, method="gmm", covariance_type="fu
                              chunks=chunks)
     if standardize:
         other = [d for d in features.dims if d != feature_dim]
-        features = (features - features.mean(other)) / features.std(other)
+        scale = features.std(other)
+        scale = scale.where(scale > 0, 1.0)  # a constant feature stays constant (0)
+        features = (features - features.mean(other)) / scale
     kwargs = dict(max_iter=max_iter, random_state=random_state, engine=engine,
                   feature_dim=feature_dim)
     if tol is not None:
