@@ -285,14 +285,13 @@ def _monitor_kernel(
             # FILTERMISSING: compact the valid observations, count infs
             nv = 0
             ninf = 0
-            for t in range(T):
+            for t in range(T):  # branch-free: always write, advance only when valid
                 v = buf[q, t]
-                if math.isinf(v):
-                    ninf += 1
-                elif v == v and not (has_nodata and v == nodata):
-                    y[nv] = v
-                    rows[nv] = t
-                    nv += 1
+                inf = math.isinf(v)
+                ninf += inf
+                y[nv] = v
+                rows[nv] = t
+                nv += (v == v) & (not inf) & ((not has_nodata) | (v != nodata))
             for s in range(S):
                 n_valid[s, p] = nv
                 n_inf[s, p] = ninf
@@ -353,13 +352,12 @@ def _monitor_simd_kernel(
         sel = np.empty(T)
         ok = np.empty(B, dtype=np.bool_)
 
-        for t in range(T):  # counts over the whole series
+        for t in range(T):  # counts over the whole series (branch-free: masks are random)
             for q in range(B):
                 v = np.float64(values[t, p0 + q])
-                if math.isinf(v):
-                    ninf[q] += 1
-                elif v == v and not (has_nodata and v == nodata):
-                    nvalid[q] += 1
+                inf = math.isinf(v)
+                ninf[q] += inf
+                nvalid[q] += (v == v) & (not inf) & ((not has_nodata) | (v != nodata))
 
         for s in range(S):
             begin = monitor_begin[s]
@@ -382,7 +380,7 @@ def _monitor_simd_kernel(
             for t in range(t_first, begin):
                 for q in range(B):
                     v = np.float64(values[t, p0 + q])
-                    good = v == v and not math.isinf(v) and not (has_nodata and v == nodata) and t >= first_hist[s, p0 + q]
+                    good = (v == v) & (not math.isinf(v)) & ((not has_nodata) | (v != nodata)) & (t >= first_hist[s, p0 + q])
                     w[q] = 1.0 if good else 0.0
                     yv[q] = v if good else 0.0
                 for q in range(B):
@@ -434,9 +432,10 @@ def _monitor_simd_kernel(
             count[:] = 0
             rss[:] = 0.0
             for t in range(t_first, T):
+                history = t < begin
                 for q in range(B):
                     v = np.float64(values[t, p0 + q])
-                    good = v == v and not math.isinf(v) and not (has_nodata and v == nodata) and t >= first_hist[s, p0 + q]
+                    good = (v == v) & (not math.isinf(v)) & ((not has_nodata) | (v != nodata)) & (t >= first_hist[s, p0 + q])
                     w[q] = 1.0 if good else 0.0
                     yv[q] = v if good else 0.0
                 for q in range(B):
@@ -446,14 +445,13 @@ def _monitor_simd_kernel(
                     b = beta[a]
                     for q in range(B):
                         e[q] -= xa * b[q]
-                for q in range(B):
-                    if w[q] != 0.0:
-                        c = count[q]
-                        resid[q, c] = e[q]
-                        rows[q, c] = t
-                        count[q] = c + 1
-                        if t < begin:
-                            rss[q] += e[q] * e[q]
+                for q in range(B):  # branch-free compaction: write, advance when valid
+                    c = count[q]
+                    resid[q, c] = e[q]
+                    rows[q, c] = t
+                    count[q] = c + int(w[q])
+                    if history:
+                        rss[q] += w[q] * e[q] * e[q]
             # per pixel: the sequential tail
             for q in range(B):
                 p = p0 + q
