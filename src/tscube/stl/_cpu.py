@@ -150,28 +150,39 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
                 kind = _VALUE
             value = 0.0
             slope = 0.0
-            base = off + lo * stride
-            if mirror:
-                for i in range(window):
-                    yv = vals[base + i * stride]
-                    value += tab[kind, row, window - 1 - i] * yv
-                    slope -= tab[_SLOPE, row, window - 1 - i] * yv
+            kv = tab[kind, row]
+            ks = tab[_SLOPE, row]
+            if stride == 1:
+                ys = vals[off + lo: off + lo + window]
+                if mirror:
+                    for i in range(window):
+                        value += kv[window - 1 - i] * ys[i]
+                        slope -= ks[window - 1 - i] * ys[i]
+                elif flavor == _STLPLUS:
+                    for i in range(window):
+                        value += kv[i] * ys[i]
+                        slope += ks[i] * ys[i]
+                else:
+                    for i in range(window):
+                        value += kv[i] * ys[i]
             else:
+                base = off + lo * stride
                 for i in range(window):
+                    ii = window - 1 - i if mirror else i
                     yv = vals[base + i * stride]
-                    value += tab[kind, row, i] * yv
-                    slope += tab[_SLOPE, row, i] * yv
+                    value += kv[ii] * yv
+                    slope += (-ks[ii] if mirror else ks[ii]) * yv
             return value, (slope if flavor == _STLPLUS else 0.0), nearest
         # robustness-weighted: tricube weights and offsets from the table
+        tri = tab[_TRI, row]
+        offset = tab[_OFFSET, row]
+        sign = -1.0 if mirror else 1.0
         base = off + lo * stride
         for i in range(window):
+            ii = window - 1 - i if mirror else i
             k = base + i * stride
-            if mirror:
-                wt = tab[_TRI, row, window - 1 - i] * wts[k]
-                v = -tab[_OFFSET, row, window - 1 - i]
-            else:
-                wt = tab[_TRI, row, i] * wts[k]
-                v = tab[_OFFSET, row, i]
+            wt = tri[ii] * wts[k]
+            v = sign * offset[ii]
             wv = wt * v
             yv = vals[k]
             s0 += wt
