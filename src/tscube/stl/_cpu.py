@@ -274,11 +274,15 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
     n_eval = (n_full - 1) // jump + 1
     if (n_eval - 1) * jump + 1 != n_full:
         n_eval += 1
-    for e in range(n_eval):
-        m = min(1 + e * jump, n_full)
+    # one call site of _local_fit (keeps the compiled code, and compile time, small)
+    for e in range(n_eval + 2 if extend else n_eval):
+        if e < n_eval:
+            m = min(1 + e * jump, n_full)
+        else:
+            m = 0 if e == n_eval else n_full + 1
         f, s, nearest = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete,
                                    n_full, window, deg, m, flavor, tab)
-        if flavor == _STATSMODELS and not np.isfinite(f):
+        if flavor == _STATSMODELS and e < n_eval and not np.isfinite(f):
             x = nearest + 1 if complete else xv[xstart + nearest]
             f = vals[off + (x - 1) * stride]
         fbuf[e] = f
@@ -314,10 +318,8 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
                         + (u**3 - u**2) * delta * sbuf[e])
             prev = e
     if extend:
-        f0 = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full,
-                        window, deg, 0, flavor, tab)[0]
-        f1 = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full,
-                        window, deg, n_full + 1, flavor, tab)[0]
+        f0 = fbuf[n_eval]
+        f1 = fbuf[n_eval + 1]
         if flavor == _STATSMODELS:
             if not np.isfinite(f0):
                 f0 = out[out_off + out_stride]
@@ -495,12 +497,11 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
             _moving_average(cycle, n + 2 * p, p, ma1)
             _moving_average(ma1, n + p + 1, p, ma2)
             _moving_average(ma2, n + 2, 3, work_d)
-            if flavor == _STLPLUS:  # quirk: valid positions only, robustness-weighted
-                _loess(work_d, rw, use_w, 0, 1, xv, 0, nv, complete, n, nl, ildeg, nljump,
-                       flavor, False, low, -1, 1, fbuf, sbuf, tables[2])
-            else:
-                _loess(work_d, rw, False, 0, 1, xv, 0, n, True, n, nl, ildeg, nljump,
-                       flavor, False, low, -1, 1, fbuf, sbuf, tables[2])
+            # stlplus quirk: the low-pass uses valid positions only, robustness-weighted
+            lp_plus = flavor == _STLPLUS
+            _loess(work_d, rw, use_w and lp_plus, 0, 1, xv, 0, nv if lp_plus else n,
+                   complete or not lp_plus, n, nl, ildeg, nljump, flavor, False, low, -1, 1,
+                   fbuf, sbuf, tables[2])
             for i in range(n):
                 seasonal[i] = cycle[p + i] - low[i]
                 work_d[i] = y[i] - seasonal[i]
