@@ -150,6 +150,12 @@ class BfastMonitorResult:
             names += ["process", "boundary"]
         return {name: getattr(self, name) for name in names}
 
+    def plot(self, **kwargs):
+        """Break-date and magnitude maps of a 2-D result (:func:`tscube.plot.break_maps`); returns the figure."""
+        from ..plot import break_maps
+
+        return break_maps(self, **kwargs)
+
     def __repr__(self) -> str:
         shape = self.status.shape
         n_break = int(np.count_nonzero(self.has_break))
