@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import config
-from .plan import PERFECT_FIT_RTOL, SINGULAR_PIVOT_TOL, MonitorPlan
+from .plan import PERFECT_FIT_RTOL, SINGULAR_PIVOT_TOL, MonitorPlan, kernel_nodata
 from .result import BfastStatus, empty_outputs
 
 #: The kernel formulations (see the module docstring), and the default one, used unless
@@ -520,7 +520,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     first_hist, flagged = _cpu_history.history_first(values, plan)
     X = plan.design.matrix
     k = X.shape[1]
-    nodata = 0.0 if plan.nodata is None else float(plan.nodata)
+    nodata, has_nodata = kernel_nodata(values, plan.nodata)
     monitor_begin = plan.monitor_begin.astype(np.int64)
     outputs = (
         out["status"], out["break_index"], out["break_time"], out["magnitude"], out["mosum_mean"],
@@ -529,7 +529,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     )
     if gram == "fused":
         _monitor_kernel(
-            values, nodata, plan.nodata is not None, X, plan.axis.time, first_hist, monitor_begin,
+            values, nodata, has_nodata, X, plan.axis.time, first_hist, monitor_begin,
             plan.h, plan.critval, int(config.CPU_BLOCK_PIXELS), *outputs,
         )
     else:
@@ -544,7 +544,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         else:
             Gpre = bpre = np.empty((S, 1, 1))
         _monitor_simd_kernel(
-            values, nodata, plan.nodata is not None, X, XX, plan.axis.time, first_hist,
+            values, nodata, has_nodata, X, XX, plan.axis.time, first_hist,
             monitor_begin, plan.h, plan.critval, int(config.CPU_BLOCK_PIXELS), use_pre, Gpre, bpre,
             *outputs,
         )

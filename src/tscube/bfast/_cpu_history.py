@@ -1,16 +1,259 @@
-"""Stable-history selection for the cpu engine: first history date of each pixel."""
+"""Stable-history selection for the fast engines: numba kernels, parallel over pixels.
+
+Same rules as :mod:`tscube.bfast.history` (the reference), organised for speed:
+
+* ROC: recursive residuals of the reversed candidates by rank-one (Sherman–Morrison)
+  updates of ``(X'X)^{-1}`` and the coefficients, not a refit per step. While the first
+  rows are rank deficient the step is a full in-order solve that drops aliased columns,
+  as R's ``recresid`` does.
+* BP: the triangular table of segment RSS, one row per segment start by the same
+  recursive residuals (``RSS(i, j) = sum of squared recursive residuals``), then the
+  Bai–Perron dynamic programme and the BIC choice of the number of breaks.
+
+:func:`history_first` returns, per start and pixel, the time index where the stable
+history begins; the cpu and cuda engines then monitor from there.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
-from .plan import MonitorPlan
+import numpy as np
+from numba import njit, prange
+
+from .history import ALIAS_PIVOT_TOL, ROC_LAMBDA_05
+from .plan import MonitorPlan, kernel_nodata
+
+
+@njit(cache=True)
+def _inverse_in_order(G, k, inverse, L, d, idx):
+    """``inverse`` = (X'X)^{-1} on the non-aliased columns (taken in order, R-style), zero
+    elsewhere. Returns the number of kept columns."""
+    nk = 0
+    for j in range(k):
+        if G[j, j] <= 0.0:
+            continue
+        dj = math.sqrt(G[j, j])
+        piv = 1.0
+        for ci in range(nk):
+            c = idx[ci]
+            s = G[j, c] / (dj * d[c])
+            for mi in range(ci):
+                s -= L[j, idx[mi]] * L[c, idx[mi]]
+            L[j, c] = s / L[c, c]
+            piv -= L[j, c] * L[j, c]
+        if piv < ALIAS_PIVOT_TOL:
+            continue
+        d[j] = dj
+        L[j, j] = math.sqrt(piv)
+        idx[nk] = j
+        nk += 1
+    for a in range(k):
+        for b in range(k):
+            inverse[a, b] = 0.0
+    # inverse of the kept, scaled block: column by column, L L' z = e_b
+    z = np.empty(nk)
+    for bi in range(nk):
+        for ai in range(nk):
+            s = 1.0 if ai == bi else 0.0
+            for mi in range(ai):
+                s -= L[idx[ai], idx[mi]] * z[mi]
+            z[ai] = s / L[idx[ai], idx[ai]]
+        for ai in range(nk - 1, -1, -1):
+            s = z[ai]
+            for mi in range(ai + 1, nk):
+                s -= L[idx[mi], idx[ai]] * z[mi]
+            z[ai] = s / L[idx[ai], idx[ai]]
+        for ai in range(nk):
+            inverse[idx[ai], idx[bi]] = z[ai] / (d[idx[ai]] * d[idx[bi]])
+    return nk
+
+
+@njit(cache=True)
+def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, Px, L, d, idx):
+    """Recursive residuals of ``count`` compacted rows starting at position ``first`` and
+    moving by ``step`` (+1 forward, -1 reversed); writes ``count - k`` values to ``out``."""
+    k = X.shape[1]
+    for a in range(k):
+        rhs[a] = 0.0
+        for b in range(k):
+            G[a, b] = 0.0
+    for i in range(k):
+        r = rows[first + step * i]
+        v = y[first + step * i]
+        for a in range(k):
+            rhs[a] += X[r, a] * v
+            for b in range(k):
+                G[a, b] += X[r, a] * X[r, b]
+    full = False
+    for i in range(k, count):
+        pos = first + step * i
+        r = rows[pos]
+        if not full:  # rank-deficient so far: full in-order solve (R's refit)
+            nk = _inverse_in_order(G, k, P, L, d, idx)
+            for a in range(k):
+                s = 0.0
+                for b in range(k):
+                    s += P[a, b] * rhs[b]
+                beta[a] = s
+            full = nk == k
+        f = 1.0
+        pred = 0.0
+        for a in range(k):
+            s = 0.0
+            for b in range(k):
+                s += P[a, b] * X[r, b]
+            Px[a] = s
+            f += X[r, a] * s
+            pred += X[r, a] * beta[a]
+        err = y[pos] - pred
+        out[i - k] = err / math.sqrt(f)
+        if full:  # Sherman–Morrison update of the inverse and the coefficients
+            for a in range(k):
+                beta[a] += Px[a] * err / f
+            for a in range(k):
+                for b in range(k):
+                    P[a, b] -= Px[a] * Px[b] / f
+        else:
+            for a in range(k):
+                rhs[a] += X[r, a] * y[pos]
+                for b in range(k):
+                    G[a, b] += X[r, a] * X[r, b]
+
+
+@njit(cache=True)
+def _phi(x):
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+@njit(cache=True)
+def _roc_start(w, m, level):
+    """Rows to drop from the front (forward order) and the no-crossing flag."""
+    if m < 2:
+        return 0, False
+    mean = 0.0
+    for j in range(m):
+        mean += w[j]
+    mean /= m
+    ss = 0.0
+    for j in range(m):
+        ss += (w[j] - mean) ** 2
+    sigma = math.sqrt(ss / (m - 1))
+    if not sigma > 0.0:
+        return 0, False
+    scale = 1.0 / (sigma * math.sqrt(m))
+    cum = 0.0
+    stat = 0.0
+    first = -1
+    for j in range(1, m + 1):
+        cum += w[j - 1]
+        value = abs(cum * scale)
+        stat = max(stat, value / (1.0 + 2.0 * j / m))
+        if first < 0 and value > ROC_LAMBDA_05 * (1.0 + 2.0 * j / m):
+            first = j
+    if stat < 0.3:
+        pvalue = 1.0 - 0.1465 * stat
+    else:
+        pvalue = 2.0 * (1.0 - _phi(3.0 * stat) + math.exp(-4.0 * stat * stat) * (_phi(stat) + _phi(5.0 * stat) - 1.0)
+                        - math.exp(-16.0 * stat * stat) * (1.0 - _phi(stat)))
+    if not pvalue < level:
+        return 0, False
+    if first < 0:
+        return 0, True
+    return m + 1 - first, False
+
+
+@njit(cache=True)
+def _bp_start(X, rows, y, n, rss, w, G, rhs, P, beta, Px, L, d, idx):
+    """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
+    k = X.shape[1]
+    h = 6 * k
+    if h > n // 2:
+        return 0
+    max_breaks = max(0, (n + h - 1) // h - 2)
+    for i in range(n - h + 1):  # RSS(i, j) for j >= i + h - 1
+        count = n - i
+        _recursive_residuals(X, rows, y, i, 1, count, w, G, rhs, P, beta, Px, L, d, idx)
+        total = 0.0
+        for j in range(k, count):
+            total += w[j - k] * w[j - k]
+            rss[i, i + j] = total
+    best = np.full((max_breaks + 1, n), np.inf)
+    arg = np.full((max_breaks + 1, n), -1, dtype=np.int64)
+    for i in range(h - 1, n):
+        best[0, i] = rss[0, i]
+    for mb in range(1, max_breaks + 1):
+        for i in range((mb + 1) * h - 1, n):
+            for j in range(mb * h - 1, i - h + 1):
+                total = best[mb - 1, j] + rss[j + 1, i]
+                if total < best[mb, i]:
+                    best[mb, i] = total
+                    arg[mb, i] = j
+    best_bic = np.inf
+    start = 0
+    for mb in range(max_breaks + 1):
+        total = best[mb, n - 1]
+        if not math.isfinite(total):
+            break
+        bic = n * (math.log(total) + 1.0 - math.log(n) + math.log(2.0 * math.pi)) + math.log(n) * (k + 1) * (mb + 1)
+        if bic < best_bic:
+            best_bic = bic
+            start = arg[mb, n - 1] + 1 if mb > 0 else 0
+    return start
+
+
+@njit(parallel=True, cache=True)
+def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, level, block, first_hist, flagged):
+    T, P = values.shape
+    k = X.shape[1]
+    S = monitor_begin.shape[0]
+    n_blocks = (P + block - 1) // block
+    for ib in prange(n_blocks):
+        # per-thread buffers, reused for the pixels of the block
+        rows = np.empty(T, dtype=np.int64)
+        y = np.empty(T)
+        w = np.empty(T)
+        G = np.empty((k, k))
+        rhs = np.empty(k)
+        Pinv = np.empty((k, k))
+        beta = np.empty(k)
+        Px = np.empty(k)
+        L = np.empty((k, k))
+        d = np.empty(k)
+        idx = np.empty(k, dtype=np.int64)
+        rss = np.empty((1, 1)) if method_roc else np.empty((T, T))
+        for p in range(ib * block, min(P, (ib + 1) * block)):
+            for s in range(S):
+                n = 0
+                for t in range(monitor_begin[s]):
+                    v = np.float64(values[t, p])
+                    rows[n] = t
+                    y[n] = v
+                    n += (v == v) & (not math.isinf(v)) & ((not has_nodata) | (v != nodata))
+                first_hist[s, p] = 0
+                if n <= k:
+                    continue
+                if method_roc:
+                    _recursive_residuals(X, rows, y, n - 1, -1, n, w, G, rhs, Pinv, beta, Px, L, d, idx)
+                    drop, flag = _roc_start(w, n - k, level)
+                    flagged[s, p] = flag
+                else:
+                    drop = _bp_start(X, rows, y, n, rss, w, G, rhs, Pinv, beta, Px, L, d, idx)
+                first_hist[s, p] = rows[drop]
 
 
 def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np.ndarray | None]:
     """First time index of each pixel's stable history, ``(S, P)`` int64, and the
     ROC_NO_CROSSING flags ``(S, P)`` bool (``None`` when no pixel can be flagged)."""
     n_pixels = values.shape[1]
+    first = np.full((plan.n_starts, n_pixels), plan.history_begin, dtype=np.int64)
     if plan.history in ("all", "fixed"):
-        return np.full((plan.n_starts, n_pixels), plan.history_begin, dtype=np.int64), None
-    raise NotImplementedError(f"history={plan.history!r} is not implemented in the cpu engine yet")
+        return first, None
+    flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
+    nodata, has_nodata = kernel_nodata(values, plan.nodata)
+    _history_kernel(
+        values, nodata, has_nodata,
+        plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.history == "ROC",
+        plan.level_roc, 16, first, flagged,
+    )
+    return first, (flagged if plan.history == "ROC" else None)

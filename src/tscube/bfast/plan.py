@@ -73,3 +73,14 @@ def invalid_mask(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, 
     if nodata is not None:
         missing |= values == nodata
     return missing, is_inf
+
+
+def kernel_nodata(values: np.ndarray, nodata: float | None) -> tuple[float, bool]:
+    """``nodata`` as the float64 a kernel compares float64-converted values with, and whether
+    there is one. Compared in the data's dtype, as NumPy does (0.1 in float32 data is
+    float32(0.1)); integer data compares exactly."""
+    if nodata is None:
+        return 0.0, False
+    if np.issubdtype(values.dtype, np.floating):
+        return float(values.dtype.type(nodata)), True
+    return float(nodata), True
