@@ -265,7 +265,7 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
     return t0, 0.0, nearest
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=_FAST)
 def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg, jump,
            flavor, extend, out, out_off, out_stride, fbuf, sbuf, tab):
     """Loess at positions 1..n_full (and 0, n_full+1 if ``extend``) written to
@@ -274,8 +274,51 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
     n_eval = (n_full - 1) // jump + 1
     if (n_eval - 1) * jump + 1 != n_full:
         n_eval += 1
+    n_total = n_eval + 2 if extend else n_eval
+    e_start = 0
+    if (complete and window <= nv and deg <= 1 and not use_w and window <= tab.shape[2]
+            and stride == 1):
+        # gap-free, unweighted: fixed linear filters from the table, in one tight loop
+        half = (window - 1) // 2
+        threshold = 0.001 * (n_full - 1)
+        while e_start < n_total:
+            e = e_start
+            if e < n_eval:
+                m = min(1 + e * jump, n_full)
+            else:
+                m = 0 if e == n_eval else n_full + 1
+            mirror = False
+            if m <= half:
+                row = m
+                lo = 0
+            elif m <= n_full - half:
+                row = half + 1
+                lo = m - 1 - half
+            else:
+                row = n_full + 1 - m
+                lo = n_full - window
+                mirror = True
+            if not tab[_SCALARS, row, 2] > 0.0:
+                break  # singular: leave the rest to the general path
+            kind = _VALUE
+            if flavor == _STATSMODELS and (deg == 0 or not tab[_SCALARS, row, 1] > threshold):
+                kind = _MEAN
+            value = 0.0
+            slope = 0.0
+            base = off + lo
+            if mirror:
+                for i in range(window):
+                    value += tab[kind, row, window - 1 - i] * vals[base + i]
+                    slope -= tab[_SLOPE, row, window - 1 - i] * vals[base + i]
+            else:
+                for i in range(window):
+                    value += tab[kind, row, i] * vals[base + i]
+                    slope += tab[_SLOPE, row, i] * vals[base + i]
+            fbuf[e] = value
+            sbuf[e] = slope if flavor == _STLPLUS else 0.0
+            e_start += 1
     # one call site of _local_fit (keeps the compiled code, and compile time, small)
-    for e in range(n_eval + 2 if extend else n_eval):
+    for e in range(e_start, n_total):
         if e < n_eval:
             m = min(1 + e * jump, n_full)
         else:
