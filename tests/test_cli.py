@@ -99,7 +99,7 @@ def test_monitor_folder_to_geotiff(tmp_path, folder, cube):
     result = tscube("monitor", folder, "--start", f"{dates[40]:%Y-%m-%d}", "--freq", 23, "-o", out,
                     "--engine", ENGINE, "--memory", "20kB")
     assert result.exit_code == 0, result.output
-    assert "100% Completed" in result.output  # dask's progress bar over the chunks
+    assert "chunks: 100%" in result.output  # the progress bar over the chunks (tqdm)
     expected = bfast_monitor(raw, dates, dates[40], freq=23, nodata=NODATA, engine=ENGINE)
     assert expected.has_break[:2, :2].all()
     assert_geotiff_equals(out, expected.to_dict(), CRS, TRANSFORM)

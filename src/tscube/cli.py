@@ -189,16 +189,28 @@ def _open_input(input_path: Path, dates_file, date_pattern, variable, memory):
     return open_cube(input_path, dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory)
 
 
-def _report_status(ds, status_enum, empty_reason: str) -> None:
-    """Print the per-status pixel counts; warn loudly when no pixel produced a result."""
-    codes, counts = np.unique(np.asarray(ds["status"].values), return_counts=True)
-    by_name = {status_enum(int(c)).name: int(n) for c, n in zip(codes, counts)}
-    typer.echo(f"pixel status: {by_name}")
-    total = int(counts.sum())
+def _report_status(by_name: dict[str, int], empty_reason: str) -> None:
+    """Warn loudly when no pixel produced a result (``by_name``: pixels per status name)."""
+    total = int(sum(by_name.values()))
     if total and by_name.get("ALL_MISSING", 0) == total:
         _warn(f"all {total} pixels are missing (nodata everywhere): the output holds no result. {empty_reason}")
     elif total and by_name.get("OK", 0) == 0:
         _warn(f"no pixel produced a result (status counts {by_name}): the output holds no result. {empty_reason}")
+
+
+def _run_resumable(template, output: Path, *, command: str, params: dict, input_path: Path, da, status_enum,
+                   overwrite: bool, progress: bool, client, empty_reason: str):
+    """Compute ``template`` chunk by chunk into ``output`` (resumable), print the run summary."""
+    from .runs import input_identity, run_chunked
+
+    summary = run_chunked(template, output, command=command, params=params, input_id=input_identity(input_path, da),
+                          status_enum=status_enum, overwrite=overwrite, progress=progress, client=client,
+                          echo=typer.echo)
+    for line in summary.lines():
+        typer.echo(line)
+    _report_status(summary.status_counts, empty_reason)
+    typer.echo(f"written {output}")
+    return summary
 
 
 def _check_output(output: Path) -> None:
@@ -212,6 +224,8 @@ def _check_output(output: Path) -> None:
 
 _DATES_HELP = "Dates of the time steps when the input lacks them: one ISO date per line (or a CSV with a 'date' column)."
 _PATTERN_HELP = "Date in the file names of a folder input: strftime-like ('%Y%m%d', 'A%Y%j') or a regex."
+_OVERWRITE_HELP = ("Replace an existing output (or a run in progress into it) made with other parameters or "
+                   "another input; without it such a run is refused.")
 _MEMORY_HELP = "Memory one chunk may use while processed, e.g. '2GB' (sets the dask chunk sizes)."
 
 
@@ -237,10 +251,14 @@ def monitor(
     scheduler: Optional[str] = typer.Option(None, help="Address of a running dask scheduler to use."),
     memory: Optional[str] = typer.Option(None, help=_MEMORY_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar over the chunks."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
 ) -> None:
-    """BFAST Monitor change detection: a georeferenced map of the first break per pixel."""
+    """BFAST Monitor change detection: a georeferenced map of the first break per pixel.
+
+    Resumable: chunks are committed one by one; run the same command again after a crash
+    to finish the run without recomputing finished chunks.
+    """
     from .bfast import BfastStatus
-    from .io import write_result
     from .xr import bfast_monitor_xarray
 
     with _clean_errors():
@@ -250,18 +268,17 @@ def monitor(
         da = _open_input(input_path, dates, date_pattern, variable, memory)
         typer.echo(f"{input_path.name}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
                    f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
+        template = bfast_monitor_xarray(
+            da, start_value, freq=freq, history=history_value, order=order, h=h, level=level, end=end,
+            trend=not no_trend, nodata=nodata, return_process=process, engine=engine, memory=memory)
+        typer.echo(f"BFAST Monitor ({template.attrs['engine']} engine)")
+        params = dict(start=start, freq=freq, history=history, order=order, h=h, level=level, end=end,
+                      trend=not no_trend, nodata=nodata, process=process, engine=engine, variable=variable,
+                      date_pattern=date_pattern)
         with dask_client(workers, scheduler) as client:
-            began = time.perf_counter()
-            result = bfast_monitor_xarray(
-                da, start_value, freq=freq, history=history_value, order=order, h=h, level=level, end=end,
-                trend=not no_trend, nodata=nodata, return_process=process, engine=engine, memory=memory)
-            result = compute_with_progress(result, client, progress=progress)
-            elapsed = time.perf_counter() - began
-        typer.echo(f"BFAST Monitor ({result.attrs['engine']} engine): {elapsed:.2f} s; "
-                   f"{int((result['break_index'] >= 0).sum())} pixels with a break")
-        _report_status(result, BfastStatus, "Check --nodata, the input's nodata value and --start.")
-        write_result(result, output)
-        typer.echo(f"written {output}")
+            _run_resumable(template, output, command="monitor", params=params, input_path=input_path, da=da,
+                           status_enum=BfastStatus, overwrite=overwrite, progress=progress, client=client,
+                           empty_reason="Check --nodata, the input's nodata value and --start.")
 
 
 @app.command("stl")
@@ -282,9 +299,9 @@ def stl_command(
     scheduler: Optional[str] = typer.Option(None, help="Address of a running dask scheduler to use."),
     memory: Optional[str] = typer.Option(None, help=_MEMORY_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar over the chunks."),
+    overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
 ) -> None:
-    """STL decomposition: trend slope and seasonal amplitude maps (and components)."""
-    from .io import write_result
+    """STL decomposition: trend slope and seasonal amplitude maps (and components). Resumable, as monitor."""
     from .stl import StlStatus
     from .xr import stl_xarray
 
@@ -293,13 +310,105 @@ def stl_command(
         seasonal_value = seasonal if seasonal == "periodic" else _as_int(seasonal, "seasonal")
         da = _open_input(input_path, dates, date_pattern, variable, memory)
         typer.echo(f"{input_path.name}: {da.sizes['time']} dates, {da.size // da.sizes['time']} pixels")
+        template = stl_xarray(da, period, seasonal=seasonal_value, robust=robust, flavor=flavor,
+                              components=components, nodata=nodata, engine=engine, memory=memory)
+        params = dict(period=period, seasonal=seasonal, robust=robust, flavor=flavor, components=components,
+                      nodata=nodata, engine=engine, variable=variable, date_pattern=date_pattern)
         with dask_client(workers, scheduler) as client:
-            result = stl_xarray(da, period, seasonal=seasonal_value, robust=robust, flavor=flavor,
-                                components=components, nodata=nodata, engine=engine, memory=memory)
-            result = compute_with_progress(result, client, progress=progress)
-        _report_status(result, StlStatus, "Check --nodata and the input's nodata value.")
-        write_result(result, output)
+            _run_resumable(template, output, command="stl", params=params, input_path=input_path, da=da,
+                           status_enum=StlStatus, overwrite=overwrite, progress=progress, client=client,
+                           empty_reason="Check --nodata and the input's nodata value.")
+
+
+@app.command("plot")
+def plot_command(
+    result_path: Path = typer.Argument(..., metavar="RESULT", help="Result of monitor or stl: .tif, .nc or .zarr."),
+    output: Path = typer.Option(..., "-o", "--output", help="PNG (or .pdf/.svg) to write."),
+    start_index: int = typer.Option(0, "--start-index", help="Which start of a multi-start result to map."),
+    width: int = typer.Option(1100, help="Image width in pixels."),
+    height: int = typer.Option(450, help="Image height in pixels."),
+    dpi: int = typer.Option(100, help="Dots per inch (text size relative to the image)."),
+    title: Optional[str] = typer.Option(None, help="Title prefix of the maps (default: the result's file name)."),
+) -> None:
+    """Quick-look maps of a result: break year + magnitude (monitor), trend slope + seasonal amplitude (stl)."""
+    from .plot import read_result, result_maps
+
+    with _clean_errors():
+        _check_figure_output(output, width, height, dpi)
+        ds = read_result(result_path)
+        fig = result_maps(ds, title=title or result_path.name, start_index=start_index,
+                          figsize=(width / dpi, height / dpi))
+        _save_figure(fig, output, dpi)
+        typer.echo(f"written {output} ({width} x {height} pixels)")
+
+
+@app.command("plot-pixel")
+def plot_pixel_command(
+    input_path: Path = typer.Argument(..., metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr."),
+    x: float = typer.Option(..., "--x", help="Column index, or map x coordinate (see --coords)."),
+    y: float = typer.Option(..., "--y", help="Row index, or map y coordinate (see --coords)."),
+    start: str = typer.Option(..., help="Start of monitoring: YYYY-MM-DD, decimal year or YEAR,CYCLE."),
+    output: Path = typer.Option(Path("pixel.png"), "-o", "--output", help="PNG (or .pdf/.svg) to write."),
+    coords: str = typer.Option("auto", help="How to read --x/--y: pixel (indices), map (coordinates) or auto "
+                                            "(indices when both are integers inside the grid)."),
+    dates: Optional[Path] = typer.Option(None, "--dates", help=_DATES_HELP),
+    date_pattern: Optional[str] = typer.Option(None, "--date-pattern", help=_PATTERN_HELP),
+    variable: Optional[str] = typer.Option(None, help="NetCDF/Zarr variable to analyse."),
+    freq: Optional[int] = typer.Option(None, help="Observations per year of the time grid (23: 16-day, 12: monthly); default daily."),
+    history: str = typer.Option("all", help="Stable history: all, ROC, BP or a start date."),
+    order: int = typer.Option(3, help="Harmonic order of the seasonal model."),
+    h: float = typer.Option(0.25, "--h", help="MOSUM bandwidth (0.25, 0.5 or 1)."),
+    level: float = typer.Option(0.05, help="Significance level of the monitoring test."),
+    end: float = typer.Option(10, help="Monitoring horizon of the critical values (2, 4, 6, 8, 10)."),
+    no_trend: bool = typer.Option(False, "--no-trend", help="Fit the seasonal model without a trend."),
+    nodata: Optional[float] = typer.Option(None, help="Extra value marking missing observations."),
+    width: int = typer.Option(1000, help="Image width in pixels."),
+    height: int = typer.Option(650, help="Image height in pixels."),
+    dpi: int = typer.Option(100, help="Dots per inch."),
+) -> None:
+    """One pixel's series, fitted season-trend model, monitoring start, break and MOSUM process."""
+    from .plot import locate_pixel, plot_pixel
+
+    with _clean_errors():
+        _check_figure_output(output, width, height, dpi)
+        start_value = _parse_when(start, "start")
+        history_value = history if history in ("all", "ROC", "BP") else _parse_when(history, "history")
+        da = _open_input(input_path, dates, date_pattern, variable, None)
+        row, col, how = locate_pixel(da, x, y, coords)
+        fig = plot_pixel(da, start=start_value, x=x, y=y, coords=coords, freq=freq, order=order,
+                         trend=not no_trend, h=h, level=level, end=end, history=history_value, nodata=nodata,
+                         figsize=(width / dpi, height / dpi))
+        result = fig.tscube_result
+        where = f"row {row}, col {col}" + (f" (map x={x:g}, y={y:g})" if how == "map" else "")
+        status = result.status_counts()
+        found = f"break at {float(result.break_time[0]):.3f}" if result.has_break[0] else "no break"
+        typer.echo(f"pixel {where}: status {next(iter(status))}, {found}, magnitude {float(result.magnitude[0]):.4g}")
+        _save_figure(fig, output, dpi)
         typer.echo(f"written {output}")
+
+
+def _check_figure_output(output: Path, width: int, height: int, dpi: int) -> None:
+    if output.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
+        raise ValueError(f"output {output.name}: unsupported suffix {output.suffix!r} (use .png, .pdf or .svg)")
+    if not output.parent.exists():
+        raise FileNotFoundError(f"output folder {str(output.parent)!r} does not exist")
+    if width < 100 or height < 100 or dpi < 10:
+        raise ValueError(f"image too small: --width and --height must be at least 100 pixels, --dpi at least 10 "
+                         f"(got {width} x {height} at {dpi} dpi)")
+
+
+def _save_figure(fig, output: Path, dpi: int) -> None:
+    """Save ``fig`` atomically (temporary name, then rename) and release it."""
+    import matplotlib.pyplot as plt
+
+    tmp = output.with_name(f".{output.stem}.tmp-{os.getpid()}{output.suffix}")
+    try:
+        fig.savefig(tmp, dpi=dpi)
+        os.replace(tmp, output)
+    finally:
+        plt.close(fig)
+        if tmp.exists():
+            tmp.unlink()
 
 
 def _as_int(text: str, name: str) -> int:

@@ -1,0 +1,527 @@
+"""Resumable production runs: compute a lazy result chunk by chunk into a Zarr store.
+
+A continent-sized run takes hours; a crash must not cost the work done. :func:`run_chunked`
+takes the *lazy* result of a per-pixel algorithm (e.g. :func:`tscube.xr.bfast_monitor_xarray`
+on a dask-backed cube) and
+
+1. creates the output store once (a Zarr store whose chunks are the pixel chunks of the
+   result; metadata and coordinates only), atomically: built under a temporary name with
+   its run record inside, then renamed;
+2. computes the chunks in a fixed (row-major) order, writes each one into its Zarr region
+   and then records it as finished in the run record ``_tscube_run.json``, which is
+   replaced atomically (temporary file + ``os.replace``) after every chunk;
+3. at the end adds the run summary to the store's attributes and, for a ``.tif``/``.nc``
+   output, assembles that file from the store with :func:`tscube.io.write_result`
+   (atomic) and removes the store.
+
+A run killed at any moment (even ``SIGKILL``) and started again with the same arguments
+recomputes only the chunks missing from the record; a chunk written but not yet
+recorded is simply computed and written again. The output is byte-identical to that of
+an uninterrupted run because every chunk is written whole, by the same code, from the
+same data, and nothing in the output depends on when or in how many sessions it was made:
+wall time and throughput go to the run record only (see ``docs/production.md``).
+
+A run with other parameters, another input (path, size, modification time, shape,
+dates) or another chunk grid than the record's is refused with the differing entries
+named, unless ``overwrite=True``. Inputs are only read.
+
+Where things are, for an output ``OUT``:
+
+* ``OUT.zarr``: the store is the output; the record is ``OUT.zarr/_tscube_run.json``.
+* ``OUT.tif`` / ``OUT.nc``: chunks go to the sidecar store ``OUT.tif.partial.zarr``
+  (record inside) while running; when done, the record moves next to the output as
+  ``OUT.tif.tscube_run.json`` and the sidecar is removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["RunSummary", "RunMismatch", "input_identity", "run_chunked", "record_path", "chunk_store_path"]
+
+#: Name of the run record inside the chunk store.
+RECORD_NAME = "_tscube_run.json"
+#: Version of the record layout; a record of another version is never resumed.
+RECORD_VERSION = 1
+#: Test hook: seconds to sleep after computing each chunk, before writing it (lets a
+#: test kill a run mid-way).
+CHUNK_DELAY_ENV = "TSCUBE_TEST_CHUNK_DELAY"
+
+
+class RunMismatch(ValueError):
+    """An existing output was made by a run with other parameters or inputs (or by no run)."""
+
+
+# --------------------------------------------------------------------------------------
+# paths and records
+
+
+def _is_zarr(output: Path) -> bool:
+    return output.suffix.lower() == ".zarr"
+
+
+def chunk_store_path(output) -> Path:
+    """The Zarr store the chunks are written to: the output itself, or its ``.partial.zarr`` sidecar."""
+    output = Path(output)
+    return output if _is_zarr(output) else output.with_name(output.name + ".partial.zarr")
+
+
+def record_path(output) -> Path:
+    """Where the record of a *finished* run of ``output`` lives."""
+    output = Path(output)
+    return output / RECORD_NAME if _is_zarr(output) else output.with_name(output.name + ".tscube_run.json")
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"unreadable": str(path)}
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never a partial one."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def input_identity(path, da) -> dict[str, Any]:
+    """What identifies an input: path, total size, newest modification time, shape, dtype, dates hash.
+
+    For a folder or a Zarr store, size and modification time cover every file inside.
+    """
+    path = Path(path).resolve()
+    files = [f for f in path.rglob("*") if f.is_file()] if path.is_dir() else [path]
+    stats = [f.stat() for f in files]
+    dates = np.asarray(da["time"].values)
+    if np.issubdtype(dates.dtype, np.datetime64):
+        dates = dates.astype("datetime64[ns]").astype(np.int64)
+    return {
+        "path": str(path),
+        "files": len(files),
+        "size": int(sum(s.st_size for s in stats)),
+        "mtime_ns": int(max((s.st_mtime_ns for s in stats), default=0)),
+        "shape": [int(n) for n in da.shape],
+        "dims": [str(d) for d in da.dims],
+        "dtype": str(da.dtype),
+        "dates_sha256": hashlib.sha256(np.ascontiguousarray(dates).tobytes()).hexdigest(),
+    }
+
+
+def _flatten(prefix: str, value, out: dict) -> dict:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+    else:
+        out[prefix] = value
+    return out
+
+
+def _differences(old: dict, new: dict) -> list[str]:
+    """``name (old -> new)`` for every entry of the identities ``old`` and ``new`` that differs."""
+    a, b = _flatten("", old, {}), _flatten("", new, {})
+    return [f"{key} ({a.get(key, 'unset')!r} -> {b.get(key, 'unset')!r})"
+            for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
+def _jsonable(value):
+    """``value`` as plain JSON types (numbers, strings, lists, dicts), for the record."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in list(value)]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if np.isfinite(value) else repr(float(value))
+    if value is None or isinstance(value, (int, str)):
+        return value
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------
+# the chunk grid
+
+
+@dataclass(frozen=True)
+class ChunkGrid:
+    """The pixel chunks of a result, numbered in row-major order."""
+
+    dims: tuple[str, ...]
+    chunks: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, ds, pixel_dims) -> "ChunkGrid":
+        sizes = ds.chunksizes if ds.chunks else {}
+        chunks = tuple(tuple(int(c) for c in sizes.get(d, (ds.sizes[d],))) for d in pixel_dims)
+        return cls(tuple(pixel_dims), chunks)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(c) for c in self.chunks)
+
+    def __len__(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def region(self, chunk_id: int) -> dict[str, slice]:
+        """``{dim: slice}`` of chunk ``chunk_id``."""
+        index = np.unravel_index(chunk_id, self.shape)
+        region = {}
+        for dim, sizes, i in zip(self.dims, self.chunks, index):
+            begin = int(sum(sizes[:i]))
+            region[dim] = slice(begin, begin + sizes[i])
+        return region
+
+    def as_record(self) -> dict:
+        return {"dims": list(self.dims), "chunks": [list(c) for c in self.chunks]}
+
+
+# --------------------------------------------------------------------------------------
+# summary
+
+
+@dataclass
+class RunSummary:
+    """What a run did: pixels processed, per-status counts, breaks found, time, throughput.
+
+    ``seconds`` is the computing time summed over every session of the run (a resumed run
+    counts its earlier sessions too); ``pixels_per_second`` is ``pixels / seconds``.
+    ``chunks_computed`` is how many chunks *this* session computed.
+    """
+
+    pixels: int
+    status_counts: dict[str, int]
+    breaks: int | None
+    seconds: float
+    chunks: int
+    chunks_computed: int
+    sessions: int
+    output: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def pixels_per_second(self) -> float:
+        return self.pixels / self.seconds if self.seconds > 0 else float("nan")
+
+    def attrs(self) -> dict[str, Any]:
+        """The deterministic part, stored in the output's attributes (no wall time in data files)."""
+        out = {"pixels_processed": int(self.pixels),
+               "status_counts": ", ".join(f"{k}: {v}" for k, v in self.status_counts.items())}
+        if self.breaks is not None:
+            out["breaks_found"] = int(self.breaks)
+        return out
+
+    def as_record(self) -> dict[str, Any]:
+        return {"pixels": self.pixels, "status_counts": self.status_counts, "breaks": self.breaks,
+                "seconds": round(self.seconds, 3), "pixels_per_second": round(self.pixels_per_second, 1),
+                "chunks": self.chunks, "sessions": self.sessions}
+
+    def lines(self) -> list[str]:
+        """Human-readable summary lines."""
+        text = [f"pixels processed: {self.pixels:,} in {self.chunks} chunks "
+                f"({self.chunks_computed} computed now, {self.sessions} session(s))",
+                f"pixel status: {self.status_counts}"]
+        if self.breaks is not None:
+            text.append(f"breaks found: {self.breaks:,}")
+        text.append(f"time: {self.seconds:.2f} s, {self.pixels_per_second:,.0f} pixels/s")
+        return text
+
+
+def _chunk_stats(ds, pixel_dims, status_enum) -> dict[str, Any]:
+    status = np.asarray(ds["status"].values)
+    codes, counts = np.unique(status, return_counts=True)
+    stats = {"pixels": int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64)),
+             "status": {status_enum(int(c)).name: int(n) for c, n in zip(codes, counts)}}
+    if "break_index" in ds:
+        stats["breaks"] = int(np.count_nonzero(np.asarray(ds["break_index"].values) >= 0))
+    return stats
+
+
+def _summarise(record: dict, status_enum, computed_now: int, output) -> RunSummary:
+    counts: dict[str, int] = {}
+    pixels, breaks, has_breaks = 0, 0, False
+    for stats in record["finished"].values():
+        pixels += stats["pixels"]
+        for name, n in stats["status"].items():
+            counts[name] = counts.get(name, 0) + n
+        if "breaks" in stats:
+            has_breaks = True
+            breaks += stats["breaks"]
+    ordered = {s.name: counts[s.name] for s in status_enum if s.name in counts}
+    seconds = float(sum(s.get("seconds", 0.0) for s in record["sessions"]))
+    return RunSummary(pixels=pixels, status_counts=ordered, breaks=breaks if has_breaks else None, seconds=seconds,
+                      chunks=len(record["finished"]), chunks_computed=computed_now,
+                      sessions=len(record["sessions"]), output=str(output))
+
+
+# --------------------------------------------------------------------------------------
+# the run
+
+
+def _quiet_zarr():
+    """Silence zarr's notes on consolidated metadata (not yet Zarr v3) and on the run record file."""
+    context = warnings.catch_warnings()
+    context.__enter__()
+    warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+    warnings.filterwarnings("ignore", message=f".*{RECORD_NAME} is not recognized as a component.*")
+    return context
+
+
+def _create_store(template, store: Path, record: dict) -> None:
+    """Create the empty store (metadata, coordinates, record) under a temporary name, then rename."""
+    tmp = store.with_name(f".{store.name}.tmp-{os.getpid()}")
+    _remove(tmp)
+    context = _quiet_zarr()
+    try:
+        template.to_zarr(tmp, mode="w-", compute=False, write_empty_chunks=True)
+    finally:
+        context.__exit__(None, None, None)
+    _write_json_atomic(tmp / RECORD_NAME, record)
+    _remove(store)
+    os.replace(tmp, store)
+
+
+def _write_chunk(ds, store: Path, region: dict[str, slice]) -> None:
+    data = ds.drop_vars(list(ds.coords))
+    data.attrs = {}
+    for name in data.data_vars:
+        data[name].attrs = {}
+        data[name].encoding = {}
+    context = _quiet_zarr()
+    try:
+        data.to_zarr(store, region=region, mode="r+", write_empty_chunks=True, consolidated=False)
+    finally:
+        context.__exit__(None, None, None)
+
+
+def _finish_store(store: Path, summary: RunSummary) -> None:
+    """Add the deterministic summary to the store's attributes and consolidate its metadata."""
+    import zarr
+
+    context = _quiet_zarr()
+    try:
+        group = zarr.open_group(str(store), mode="r+")
+        group.attrs.update(summary.attrs())
+        zarr.consolidate_metadata(str(store))
+    finally:
+        context.__exit__(None, None, None)
+
+
+def _pending(record: dict, grid: ChunkGrid) -> list[int]:
+    done = {int(k) for k in record["finished"]}
+    return [i for i in range(len(grid)) if i not in done]
+
+
+def _compute_local(template, grid: ChunkGrid, pending: list[int]):
+    """Yield ``(chunk_id, computed Dataset)`` in order, one chunk at a time."""
+    for chunk_id in pending:
+        region = grid.region(chunk_id)
+        yield chunk_id, template.isel(region).compute(scheduler="threads")
+
+
+def _compute_on_client(template, grid: ChunkGrid, pending: list[int], client, in_flight: int):
+    """Yield ``(chunk_id, computed Dataset)`` as the cluster finishes them (at most ``in_flight`` queued)."""
+    from distributed import as_completed
+
+    queue = list(pending)
+    futures = {}
+
+    def submit(chunk_id):
+        future = client.compute(template.isel(grid.region(chunk_id)))
+        futures[future] = chunk_id
+        return future
+
+    running = as_completed([submit(queue.pop(0)) for _ in range(min(in_flight, len(queue)))])
+    for future in running:
+        chunk_id = futures.pop(future)
+        result = future.result()
+        if queue:
+            running.add(submit(queue.pop(0)))
+        yield chunk_id, result
+
+
+def run_chunked(
+    template,
+    output,
+    *,
+    command: str,
+    params: dict[str, Any],
+    input_id: dict[str, Any],
+    status_enum,
+    overwrite: bool = False,
+    progress: bool = True,
+    client=None,
+    echo: Callable[[str], None] = print,
+) -> RunSummary:
+    """Compute the lazy result ``template`` chunk by chunk into ``output``, resumably.
+
+    Parameters
+    ----------
+    template : xarray.Dataset
+        The lazy (dask-backed) result, with a ``status`` variable over the pixel dims; its
+        pixel chunks are the units of work and the Zarr chunks of the store.
+    output : path
+        ``.zarr``, ``.tif``/``.tiff`` or ``.nc``.
+    command : str
+        Name of the computation (``"monitor"``, ``"stl"``), part of the run's identity.
+    params : dict
+        The parameters that determine the result (part of the run's identity).
+    input_id : dict
+        The input's identity, from :func:`input_identity`.
+    status_enum : IntEnum
+        Status codes of ``status`` (``BfastStatus``, ``StlStatus``), for the summary.
+    overwrite : bool
+        Replace an existing output (or a run in progress) made with other parameters.
+    progress : bool
+        Show a tqdm progress bar over the chunks (on stderr).
+    client : distributed.Client, optional
+        Compute the chunks on this cluster; each is still written and recorded as it arrives.
+    echo : callable
+        Where messages go.
+
+    Returns
+    -------
+    RunSummary
+
+    Raises
+    ------
+    RunMismatch
+        ``output`` (or a run in progress into it) exists with other parameters, another
+        input or chunk grid, or was not written by a resumable run; and not ``overwrite``.
+    """
+    from tqdm.auto import tqdm
+
+    output = Path(output)
+    store = chunk_store_path(output)
+    final_record_path = record_path(output)
+    pixel_dims = [d for d in template["status"].dims if d != "start"]
+    grid = ChunkGrid.of(template, pixel_dims)
+    identity = {"command": command, "params": _jsonable(params), "input": _jsonable(input_id),
+                "grid": grid.as_record(), "version": RECORD_VERSION}
+
+    record = _resume_or_refuse(output, store, final_record_path, identity, overwrite, echo)
+    if record is not None and record.get("complete"):
+        summary = _summarise(record, status_enum, 0, output)
+        echo(f"{output} is complete (same parameters and input): nothing to compute")
+        return summary
+    if record is None:
+        record = dict(identity, finished={}, sessions=[], complete=False)
+        _create_store(template, store, record)
+
+    session = {"pid": os.getpid(), "began": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "computed": [], "seconds": 0.0}
+    record["sessions"].append(session)
+    pending = _pending(record, grid)
+    if record["finished"]:
+        echo(f"resuming {output}: {len(record['finished'])} of {len(grid)} chunks already done")
+    delay = float(os.environ.get(CHUNK_DELAY_ENV, "0") or 0)
+    began = time.perf_counter()
+    if client is not None:
+        n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+        chunks = _compute_on_client(template, grid, pending, client, in_flight=2 * n_workers)
+    else:
+        chunks = _compute_local(template, grid, pending)
+    bar = tqdm(total=len(grid), initial=len(grid) - len(pending), desc="chunks", unit="chunk", file=sys.stderr,
+               disable=not progress, dynamic_ncols=True)
+    try:
+        for chunk_id, computed in chunks:
+            if delay:
+                time.sleep(delay)
+            _write_chunk(computed, store, grid.region(chunk_id))
+            record["finished"][str(chunk_id)] = _chunk_stats(computed, pixel_dims, status_enum)
+            session["computed"].append(chunk_id)
+            session["seconds"] = round(time.perf_counter() - began, 3)
+            _write_json_atomic(store / RECORD_NAME, record)  # the chunk's commit
+            bar.update(1)
+    finally:
+        bar.close()
+    session["seconds"] = round(time.perf_counter() - began, 3)
+
+    summary = _summarise(record, status_enum, len(session["computed"]), output)
+    _finish_store(store, summary)
+    record["complete"] = True
+    record["summary"] = summary.as_record()
+    if _is_zarr(output):
+        _write_json_atomic(store / RECORD_NAME, record)
+    else:
+        _assemble(store, output)
+        _write_json_atomic(store / RECORD_NAME, record)
+        _write_json_atomic(final_record_path, record)
+        _remove(store)
+    return summary
+
+
+def _assemble(store: Path, output: Path) -> None:
+    """Write ``output`` (.tif / .nc) from the finished chunk store, atomically."""
+    import xarray as xr
+
+    from .io import write_result
+
+    context = _quiet_zarr()
+    try:
+        with xr.open_zarr(store, decode_coords="all") as ds:
+            write_result(ds.load(), output)
+    finally:
+        context.__exit__(None, None, None)
+
+
+def _resume_or_refuse(output: Path, store: Path, final_record_path: Path, identity: dict, overwrite: bool,
+                      echo) -> dict | None:
+    """The record to continue from (None: start afresh), or raise :class:`RunMismatch`."""
+    in_progress = _read_json(store / RECORD_NAME) if store.is_dir() else None
+    finished = None
+    if not _is_zarr(output) and in_progress is None:
+        finished = _read_json(final_record_path)
+    candidate = in_progress if in_progress is not None else finished
+    if candidate is not None and finished is not None and not output.exists():
+        candidate = finished = None  # the output was removed: run again
+        _remove(final_record_path)
+    if candidate is not None:
+        known = {key: candidate.get(key) for key in identity}
+        differences = _differences(known, identity)
+        if not differences and (in_progress is not None or output.exists()):
+            return candidate
+        if not overwrite:
+            what = "a run in progress into" if in_progress is not None and not _is_zarr(output) else "the existing"
+            raise RunMismatch(
+                f"{what} output {output.name} was made with other parameters or input: "
+                f"{'; '.join(differences[:8])}{' ...' if len(differences) > 8 else ''}. "
+                "Pass --overwrite to replace it, or write to another output"
+            )
+        echo(f"overwriting {output} (different parameters or input: {', '.join(d.split(' ')[0] for d in differences)})")
+    elif output.exists() or (store.exists() and _is_zarr(output)):
+        if not overwrite:
+            raise RunMismatch(f"output {output.name} exists and was not written by a resumable tscube run; "
+                              "pass --overwrite to replace it")
+        echo(f"overwriting {output}")
+    # start afresh: forget whatever partial run there is (the old .tif/.nc output stays
+    # until the new one replaces it atomically; a .zarr output is the store itself)
+    if store.exists():
+        _remove(store)
+    if not _is_zarr(output) and final_record_path.exists():
+        _remove(final_record_path)
+    return None
