@@ -61,7 +61,7 @@ def cube(tmp_path_factory):
 def monitor_args(cube, output, *extra):
     path, _, dates = cube
     return ["monitor", path, "--start", f"{dates[40]:%Y-%m-%d}", "--freq", 23, "-o", output,
-            "--engine", "reference", "--memory", "12kB", "--no-progress", *extra]
+            "--engine", "reference", "--memory", "24kB", "--no-progress", *extra]
 
 
 def sha256(path: Path) -> str:
@@ -91,7 +91,7 @@ def uninterrupted(cube, tmp_path_factory):
 
 def test_uninterrupted_run_equals_the_library(cube, uninterrupted):
     _, raw, dates = cube
-    expected = bfast_monitor(raw, dates, dates[40], freq=23, nodata=NODATA, engine="reference")
+    expected = bfast_monitor(raw, dates, dates[40], freq=23, history="all", nodata=NODATA, engine="reference")
     back = xr.open_zarr(uninterrupted[".zarr"])
     for name, array in expected.to_dict().items():
         np.testing.assert_array_equal(back[name].values, array, err_msg=name)
@@ -197,7 +197,7 @@ def test_other_parameters_are_refused_unless_overwrite(cube, tmp_path, suffix):
     record = json.loads(record_path(out).read_text())
     assert record["params"]["h"] == 0.5 and record["complete"]
     _, raw, dates = cube
-    expected = bfast_monitor(raw, dates, dates[40], freq=23, h=0.5, nodata=NODATA, engine="reference")
+    expected = bfast_monitor(raw, dates, dates[40], freq=23, h=0.5, history="all", nodata=NODATA, engine="reference")
     if suffix == ".zarr":
         np.testing.assert_array_equal(xr.open_zarr(out)["statistic"].values, expected.statistic)
     assert sha256(cube[0]) == input_hash
@@ -233,7 +233,7 @@ def test_foreign_output_is_refused_and_changed_input_is_noticed(cube, tmp_path):
 
 def test_stl_run_is_chunked_and_summarised(cube, tmp_path):
     out = tmp_path / "stl.zarr"
-    result = tscube("stl", cube[0], "--period", 23, "-o", out, "--engine", "reference", "--memory", "12kB",
+    result = tscube("stl", cube[0], "--period", 23, "-o", out, "--engine", "reference", "--memory", "24kB",
                     "--no-progress")
     assert result.exit_code == 0, result.output
     assert "pixels processed: 48" in result.output
