@@ -276,9 +276,9 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
         n_eval += 1
     n_total = n_eval + 2 if extend else n_eval
     e_start = 0
-    if (complete and window <= nv and deg <= 1 and not use_w and window <= tab.shape[2]
-            and stride == 1):
-        # gap-free, unweighted: fixed linear filters from the table, in one tight loop
+    if complete and window <= nv and deg <= 1 and window <= tab.shape[2] and stride == 1:
+        # gap-free: fixed linear filters (unweighted) or tabled tricube weights times the
+        # robustness weights, in one tight loop
         half = (window - 1) // 2
         threshold = 0.001 * (n_full - 1)
         while e_start < n_total:
@@ -298,6 +298,41 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
                 row = n_full + 1 - m
                 lo = n_full - window
                 mirror = True
+            if use_w:
+                s0 = s1 = s2 = t0 = t1 = 0.0
+                base = off + lo
+                for i in range(window):
+                    ii = window - 1 - i if mirror else i
+                    wt = tab[_TRI, row, ii] * wts[base + i]
+                    v = -tab[_OFFSET, row, ii] if mirror else tab[_OFFSET, row, ii]
+                    wv = wt * v
+                    yv = vals[base + i]
+                    s0 += wt
+                    s1 += wv
+                    s2 += wv * v
+                    t0 += wt * yv
+                    t1 += wv * yv
+                if not s0 > 0.0:
+                    break  # leave the rest (and the fallbacks) to the general path
+                t0 /= s0
+                slope = 0.0
+                value = t0
+                if deg == 1:
+                    m1 = s1 / s0
+                    var = s2 / s0 - m1 * m1
+                    t1 /= s0
+                    h = tab[_SCALARS, row, 0]
+                    if flavor == _STLPLUS:
+                        if not abs(var) > SINGULAR_RTOL:
+                            break
+                        value = t0 - m1 * (t1 - m1 * t0) / var
+                        slope = (t1 - m1 * t0) / var / h
+                    elif var > 0.0 and h * np.sqrt(var) > threshold:
+                        value = t0 - m1 * (t1 - m1 * t0) / var
+                fbuf[e] = value
+                sbuf[e] = slope
+                e_start += 1
+                continue
             if not tab[_SCALARS, row, 2] > 0.0:
                 break  # singular: leave the rest to the general path
             kind = _VALUE
