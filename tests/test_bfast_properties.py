@@ -43,7 +43,7 @@ def test_complete_pixel_equals_plain_least_squares(engine):
     t = _decimal_dates(n_dates, freq, 2003.0)
     y = 0.5 + 0.001 * np.arange(n_dates) + 0.1 * np.sin(2 * np.pi * t) + rng.normal(0, 0.05, n_dates)
     y[120:] -= 0.3
-    result = bfast_monitor(y, t, t[n_hist], order=order, freq=freq, return_process=True, engine=engine)
+    result = bfast_monitor(y, t, t[n_hist], order=order, freq=freq, history="all", return_process=True, engine=engine)
 
     harmonics = [f(2 * np.pi * j * t) for f in (np.cos, np.sin) for j in range(1, order + 1)]
     X = np.column_stack([np.ones(n_dates), np.arange(1, n_dates + 1)] + harmonics)
@@ -89,7 +89,7 @@ def test_integer_with_nodata_equals_float_with_nan(engine, cube):
 def test_detects_planted_breaks(engine):
     """Large planted steps are found, at or after their date; status OK everywhere."""
     c = make_cube("demo", shape=(10, 10), change_fraction=0.5, change_magnitude=(-0.5, -0.4), noise=0.02, seed=7)
-    result = bfast_monitor(c.data, c.dates, c.start, freq=23, engine=engine)
+    result = bfast_monitor(c.data, c.dates, c.start, freq=23, history="all", engine=engine)
     assert np.all(result.status == BfastStatus.OK)
     assert np.all(result.has_break[c.changed])
     assert np.all(result.break_index[c.changed] >= c.change_index[c.changed])

@@ -56,6 +56,25 @@ def test_matches_r(case):
     _assert_matches_r(result, case)
 
 
+@_cases(lambda c: c["status"] in ("ok", "warning") and c["history"] in ("ROC", "BP") and not _aliased(c))
+def test_stable_history_matches_r(case):
+    """ROC and BP select the same stable history as R, hence the same break and magnitude."""
+    result = bfast_monitor(**bfast_case_kwargs(case), return_process=True, engine=ENGINE)
+    _assert_matches_r(result, case)
+
+
+@_cases(lambda c: c["status"] == "error" and "NA/NaN/Inf" in c["message"])
+def test_roc_without_crossing_is_flagged(case):
+    """R fails when the ROC test (level[2] > 0.05) rejects without a boundary crossing;
+    tscube keeps the full history, monitors, and flags the pixel."""
+    kwargs = bfast_case_kwargs(case)
+    result = bfast_monitor(**kwargs, engine=ENGINE)
+    assert result.status == BfastStatus.ROC_NO_CROSSING
+    full = bfast_monitor(**{**kwargs, "history": "all"}, engine=ENGINE)
+    assert result.history_start == full.history_start and result.n_history == full.n_history
+    assert result.magnitude == full.magnitude and result.break_index == full.break_index
+
+
 @_cases(lambda c: c["status"] == "ok" and _aliased(c))
 def test_aliased_design_is_flagged(case):
     """R returns NA coefficients and no break; tscube says why (SINGULAR_DESIGN)."""

@@ -88,7 +88,7 @@ def bfast_monitor(
     h: float = 0.25,
     level=0.05,
     end: float = 10,
-    history="all",
+    history="ROC",
     freq=None,
     nodata=None,
     return_process: bool = False,
@@ -128,9 +128,11 @@ def bfast_monitor(
         or a pair (monitoring, ROC) as R's ``level``.
     end : {2, 4, 6, 8, 10}
         Monitoring horizon of the critical-value table (does not truncate monitoring, as R).
-    history : "all", "ROC", "BP", date or decimal year
-        Stable history: all observations before ``start``, a start date, or per-pixel
-        selection by reverse-ordered CUSUM ("ROC") or Bai–Perron breakpoints ("BP").
+    history : "ROC" (default, as R), "BP", "all", date or decimal year
+        Stable history, selected per pixel among the valid observations before ``start``:
+        by the reverse-ordered CUSUM test ("ROC", at the second ``level``), after the last
+        Bai–Perron breakpoint ("BP", minimum segment 6k observations, breaks by BIC), all
+        of them ("all"), or those from a given date on.
     freq : int, optional
         Observations per year of the regular grid (23 for MODIS 16-day, 12 for monthly).
         Required for decimal-year dates; datetimes default to R's daily grid (365).

@@ -1,0 +1,96 @@
+"""Stable-history selection (ROC, BP): cpu equals reference; planted history breaks are cut off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tscube import BfastStatus, bfast_monitor
+from tscube.bfast.history import rec_cusum_pvalue, recursive_residuals, segment_rss_table
+from tscube.datasets import make_cube
+
+from test_bfast_cpu import assert_same_result
+
+
+def _cube_with_history_break(seed, nan_fraction=0.2, with_break=True):
+    """180 dates, monitoring from date 150; a +0.4 level shift at date 60 for every pixel
+    (BP needs at least 2 x 6k = 96 valid history observations)."""
+    cube = make_cube("demo", shape=(3, 4), n_dates=180, n_history=150, nan_fraction=nan_fraction,
+                     change_fraction=0.0, noise=0.02, seed=seed)
+    data = cube.data.astype(np.float64)
+    if with_break:
+        data[60:] += 0.4
+    return cube, data
+
+
+@pytest.mark.parametrize("history", ["ROC", "BP"])
+@pytest.mark.parametrize("with_break", [True, False])
+def test_cpu_equals_reference(history, with_break):
+    cube, data = _cube_with_history_break(seed=3, with_break=with_break)
+    kwargs = dict(data=data, dates=cube.dates, start=cube.start, freq=23, history=history, return_process=True)
+    assert_same_result(bfast_monitor(**kwargs, engine="cpu"), bfast_monitor(**kwargs, engine="reference"), rtol=1e-6)
+
+
+@pytest.mark.parametrize("history", ["ROC", "BP"])
+def test_history_starts_after_a_planted_break(history):
+    cube, data = _cube_with_history_break(seed=5)
+    result = bfast_monitor(data, cube.dates, cube.start, freq=23, history=history)
+    assert np.all(result.status == BfastStatus.OK)
+    # BP locates the shift (date 60); ROC's reversed CUSUM crosses its boundary a little
+    # after the shift in reversed time, i.e. a few dates before it
+    first = 58 if history == "BP" else 45
+    assert np.all(result.history_start >= cube.time[first])
+    full = bfast_monitor(data, cube.dates, cube.start, freq=23, history="all")
+    assert np.all(result.n_history < full.n_history)
+
+
+def test_roc_keeps_a_stable_history():
+    cube, data = _cube_with_history_break(seed=6, with_break=False)
+    roc = bfast_monitor(data, cube.dates, cube.start, freq=23, history="ROC")
+    full = bfast_monitor(data, cube.dates, cube.start, freq=23, history="all")
+    assert np.mean(roc.n_history == full.n_history) >= 0.75
+
+
+def test_roc_is_the_default_and_level_pair():
+    cube, data = _cube_with_history_break(seed=7)
+    default = bfast_monitor(data, cube.dates, cube.start, freq=23)
+    roc = bfast_monitor(data, cube.dates, cube.start, freq=23, history="ROC", level=(0.05, 0.05))
+    np.testing.assert_array_equal(default.history_start, roc.history_start)
+    assert default.attrs["history"] == "ROC"
+    strict = bfast_monitor(data, cube.dates, cube.start, freq=23, history="ROC", level=(0.05, 1e-12))
+    full = bfast_monitor(data, cube.dates, cube.start, freq=23, history="all")
+    np.testing.assert_array_equal(strict.n_history, full.n_history)  # the ROC test never rejects
+
+
+def test_roc_pixel_with_too_few_candidates():
+    cube, data = _cube_with_history_break(seed=8)
+    data[:145, 0, 0] = np.nan
+    result = bfast_monitor(data, cube.dates, cube.start, freq=23, history="ROC", engine="cpu")
+    assert result.status[0, 0] == BfastStatus.TOO_FEW_HISTORY
+    reference = bfast_monitor(data, cube.dates, cube.start, freq=23, history="ROC", engine="reference")
+    assert reference.status[0, 0] == BfastStatus.TOO_FEW_HISTORY
+
+
+def test_recursive_residuals_equal_refits():
+    """w_r = (y_r - x_r' b_{r-1}) / sqrt(1 + x_r' (X'X)^-1 x_r) with b from lstsq on rows < r."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(30), np.linspace(-1, 1, 30), rng.normal(size=30)])
+    y = rng.normal(size=30)
+    expected = []
+    for r in range(3, 30):
+        b = np.linalg.lstsq(X[:r], y[:r], rcond=None)[0]
+        f = 1 + X[r] @ np.linalg.inv(X[:r].T @ X[:r]) @ X[r]
+        expected.append((y[r] - X[r] @ b) / np.sqrt(f))
+    np.testing.assert_allclose(recursive_residuals(X, y), expected, rtol=1e-10)
+    # and their squares add up to the RSS of the full fit (the BP table's identity)
+    rss = segment_rss_table(X, y, 5)
+    full_rss = np.sum((y - X @ np.linalg.lstsq(X, y, rcond=None)[0]) ** 2)
+    np.testing.assert_allclose(rss[0, 29], full_rss, rtol=1e-10)
+    np.testing.assert_allclose(np.sum(recursive_residuals(X, y) ** 2), full_rss, rtol=1e-10)
+
+
+def test_rec_cusum_pvalue_is_continuous_and_decreasing():
+    s = np.linspace(0.01, 3, 300)
+    p = np.array([rec_cusum_pvalue(v) for v in s])
+    assert np.all(np.diff(p) < 0) and p[0] == pytest.approx(1 - 0.1465 * 0.01)
+    assert rec_cusum_pvalue(0.947898101732124) == pytest.approx(0.05, abs=2e-4)  # R's lambda
