@@ -148,7 +148,7 @@ def _grey_legend(ax, entries: list[tuple[str, str]]) -> None:
     from matplotlib.patches import Patch
 
     ax.legend(handles=[Patch(facecolor=c, edgecolor="0.2", label=label) for label, c in entries],
-              loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(entries), fontsize="small", frameon=False)
+              loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(entries), fontsize="small", frameon=False)
 
 
 def _year_colours(n: int):
@@ -273,7 +273,8 @@ def stl_maps(result, *, title: str = "STL", figsize=(11, 4.5)):
     limit = _symmetric_limit(shown)
     image = ax_slope.imshow(np.ma.masked_invalid(shown), cmap="BrBG", vmin=-limit, vmax=limit,
                             interpolation="nearest", zorder=1)
-    fig.colorbar(image, ax=ax_slope, shrink=0.85, extend="both", label="trend slope (data units per year)")
+    per = "per year" if hasattr(result, "data_vars") else "per year; per time step without dates"
+    fig.colorbar(image, ax=ax_slope, shrink=0.85, extend="both", label=f"trend slope (data units {per})")
     ax_slope.set_title(f"{title}: trend slope")
 
     shown = np.where(ok, amplitude, np.nan)
@@ -378,9 +379,8 @@ def _pixel_series(data, dates, x, y, coords):
     return values[:, row, col], dates, f"row {row}, col {col}"
 
 
-def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "auto", freq=None, order: int = 3,
-               trend: bool = True, h: float = 0.25, level=0.05, end: float = 10, history="all", nodata=None,
-               engine: str = "reference", title: str | None = None, figsize=(10, 6.5)):
+def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "auto", engine: str = "reference",
+               title: str | None = None, figsize=(10, 6.5), **kwargs):
     """BFAST Monitor of one pixel, plotted like R's ``plot.bfastmonitor`` plus its MOSUM process.
 
     Parameters
@@ -396,8 +396,11 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
         The pixel: column and row indices, or map coordinates (see ``coords``).
     coords : {"auto", "pixel", "map"}
         How to read ``x``/``y`` (see :func:`locate_pixel`).
-    freq, order, trend, h, level, end, history, nodata, engine
-        As in :func:`tscube.bfast_monitor`.
+    engine : str
+        Engine of :func:`tscube.bfast_monitor` (one pixel: "reference" is fastest to start).
+    **kwargs
+        Other arguments of :func:`tscube.bfast_monitor` (``freq``, ``order``, ``trend``,
+        ``h``, ``level``, ``end``, ``history``, ``nodata``), with its defaults.
     title : str, optional
         Figure title (default: pixel, status, break date, magnitude).
     figsize : (float, float)
@@ -423,9 +426,11 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
     if start is None:
         raise TypeError("plot_pixel() needs the monitoring start: plot_pixel(data, dates, start, x=..., y=...)")
     series, dates, label = _pixel_series(data, dates, x, y, coords)
-    result = bfast_monitor(series[:, None], dates, start, order=order, trend=trend, h=h, level=level, end=end,
-                           history=history, freq=freq, nodata=nodata, return_process=True, engine=engine)
-    axis = build_time_axis(dates, freq)
+    if "return_process" in kwargs:
+        raise TypeError("plot_pixel() computes the MOSUM process itself: do not pass return_process")
+    result = bfast_monitor(series[:, None], dates, start, return_process=True, engine=engine, **kwargs)
+    nodata = kwargs.get("nodata")
+    axis = build_time_axis(dates, kwargs.get("freq"))
     t = axis.time
     values = series.astype(np.float64)
     valid = np.isfinite(values) if nodata is None else np.isfinite(values) & (values != nodata)
@@ -439,8 +444,9 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
     fig, (ax, ax_mosum) = _figure(1, figsize, rows=2, sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
     fig.tscube_result = result
     ax.plot(t[valid], values[valid], color="0.75", lw=0.8, zorder=1)
-    ax.plot(t[in_history & ~stable], values[in_history & ~stable], "o", ms=3.5, color="0.65",
-            label="history (not used)", zorder=2)
+    unused = in_history & ~stable
+    ax.plot(t[unused], values[unused], "o", ms=3.5, color="0.65",
+            label="history (not used)" if unused.any() else None, zorder=2)
     ax.plot(t[stable], values[stable], "o", ms=3.5, color="#1b7837", label="stable history", zorder=2)
     ax.plot(t[monitoring], values[monitoring], "o", ms=3.5, color="black", label="monitoring", zorder=2)
     missing = ~valid
