@@ -3,8 +3,10 @@
 Each loess evaluation finds its ``q`` nearest valid points by binary search and
 expansion (O(q + log N), a direct index window when the input has no gap) and
 accumulates weighted moments in one pass, so no buffer of size ``q`` is needed per
-point. Moving averages are running sums, the robustness median a quickselect.
-Arithmetic is float64 throughout.
+point. Gap-free windows (up to ``TABLE_MAX_WINDOW`` points) use precomputed tables of
+their tricube weights and equivalent kernels, shared read-only by all threads.
+Moving averages are running sums, the robustness median a quickselect. Arithmetic is
+float64 throughout (reassociation allowed in the weighted sums, for SIMD).
 """
 
 from __future__ import annotations
@@ -125,116 +127,57 @@ _FAST = {"reassoc", "contract"}
 
 @njit(cache=True, fastmath=_FAST)
 def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg,
-               m, flavor, tab):
-    """Loess (value, slope, nearest index) at position m; NaN value when it fails."""
+               m, flavor):
+    """General loess (value, slope, nearest index) at position m, any gaps and degree;
+    NaN value when it fails."""
     q = min(window, nv)
     lo, hi, nearest = _neighbourhood(xv, xstart, nv, complete, m, q)
     s0 = s1 = s2 = s3 = s4 = 0.0
     t0 = t1 = t2 = 0.0
-    tabled = complete and q == window and deg <= 1 and window <= tab.shape[2]
-    if tabled:
-        half = (window - 1) // 2
-        mirror = False
-        if m <= half:
-            row = m
-        elif m <= n_full - half:
-            row = half + 1
-        else:
-            row = n_full + 1 - m
-            mirror = True
-        h = tab[_SCALARS, row, 0]
-        if not use_w and tab[_SCALARS, row, 2] > 0.0:  # a fixed linear filter
-            if flavor == _STATSMODELS and (deg == 0 or not tab[_SCALARS, row, 1] > 0.001 * (n_full - 1)):
-                kind = _MEAN  # Fortran skips the linear correction for a tiny spread
-            else:
-                kind = _VALUE
-            value = 0.0
-            slope = 0.0
-            kv = tab[kind, row]
-            ks = tab[_SLOPE, row]
-            if stride == 1:
-                ys = vals[off + lo: off + lo + window]
-                if mirror:
-                    for i in range(window):
-                        value += kv[window - 1 - i] * ys[i]
-                        slope -= ks[window - 1 - i] * ys[i]
-                elif flavor == _STLPLUS:
-                    for i in range(window):
-                        value += kv[i] * ys[i]
-                        slope += ks[i] * ys[i]
-                else:
-                    for i in range(window):
-                        value += kv[i] * ys[i]
-            else:
-                base = off + lo * stride
-                for i in range(window):
-                    ii = window - 1 - i if mirror else i
-                    yv = vals[base + i * stride]
-                    value += kv[ii] * yv
-                    slope += (-ks[ii] if mirror else ks[ii]) * yv
-            return value, (slope if flavor == _STLPLUS else 0.0), nearest
-        # robustness-weighted: tricube weights and offsets from the table
-        tri = tab[_TRI, row]
-        offset = tab[_OFFSET, row]
-        sign = -1.0 if mirror else 1.0
-        base = off + lo * stride
-        for i in range(window):
-            ii = window - 1 - i if mirror else i
-            k = base + i * stride
-            wt = tri[ii] * wts[k]
-            v = sign * offset[ii]
-            wv = wt * v
-            yv = vals[k]
-            s0 += wt
-            s1 += wv
-            s2 += wv * v
-            t0 += wt * yv
-            t1 += wv * yv
+    if complete:
+        x_lo, x_hi = lo + 1, hi
     else:
-        if complete:
-            x_lo, x_hi = lo + 1, hi
+        x_lo, x_hi = xv[xstart + lo], xv[xstart + hi - 1]
+    h = float(max(m - x_lo, x_hi - m))
+    if window > nv:
+        if flavor == _STLPLUS:
+            h += (window - nv) / 2.0
         else:
-            x_lo, x_hi = xv[xstart + lo], xv[xstart + hi - 1]
-        h = float(max(m - x_lo, x_hi - m))
-        if window > nv:
-            if flavor == _STLPLUS:
-                h += (window - nv) / 2.0
-            else:
-                h += (window - nv) // 2
-        # stlplus: weight 0 at r >= h; Fortran: 1 at r <= 0.001h, 0 at r > 0.999h
-        cut = h if flavor == _STLPLUS else 0.999 * h
-        h1 = -1.0 if flavor == _STLPLUS else 0.001 * h
-        inv_h = 1.0 / h
-        for i in range(lo, hi):
-            x = i + 1 if complete else xv[xstart + i]
-            d = float(x - m)
-            r = abs(d)
-            if flavor == _STLPLUS:
-                if r >= cut:
-                    continue
-            elif r > cut:
+            h += (window - nv) // 2
+    # stlplus: weight 0 at r >= h; Fortran: 1 at r <= 0.001h, 0 at r > 0.999h
+    cut = h if flavor == _STLPLUS else 0.999 * h
+    h1 = -1.0 if flavor == _STLPLUS else 0.001 * h
+    inv_h = 1.0 / h
+    for i in range(lo, hi):
+        x = i + 1 if complete else xv[xstart + i]
+        d = float(x - m)
+        r = abs(d)
+        if flavor == _STLPLUS:
+            if r >= cut:
                 continue
-            if r <= h1:
-                wt = 1.0
-            else:
-                c = r * inv_h
-                c = 1.0 - c * c * c
-                wt = c * c * c
-            k = off + (x - 1) * stride
-            if use_w:
-                wt *= wts[k]
-            yv = vals[k]
-            v = d * inv_h
-            wv = wt * v
-            s0 += wt
-            s1 += wv
-            s2 += wv * v
-            t0 += wt * yv
-            t1 += wv * yv
-            if deg == 2:
-                s3 += wv * v * v
-                s4 += wv * v * v * v
-                t2 += wv * v * yv
+        elif r > cut:
+            continue
+        if r <= h1:
+            wt = 1.0
+        else:
+            c = r * inv_h
+            c = 1.0 - c * c * c
+            wt = c * c * c
+        k = off + (x - 1) * stride
+        if use_w:
+            wt *= wts[k]
+        yv = vals[k]
+        v = d * inv_h
+        wv = wt * v
+        s0 += wt
+        s1 += wv
+        s2 += wv * v
+        t0 += wt * yv
+        t1 += wv * yv
+        if deg == 2:
+            s3 += wv * v * v
+            s4 += wv * v * v * v
+            t2 += wv * v * yv
     if not s0 > 0.0:
         return np.nan, np.nan, nearest
     t0 /= s0
@@ -359,7 +302,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
         else:
             m = 0 if e == n_eval else n_full + 1
         f, s, nearest = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete,
-                                   n_full, window, deg, m, flavor, tab)
+                                   n_full, window, deg, m, flavor)
         if flavor == _STATSMODELS and e < n_eval and not np.isfinite(f):
             x = nearest + 1 if complete else xv[xstart + nearest]
             f = vals[off + (x - 1) * stride]
