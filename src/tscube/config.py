@@ -36,6 +36,9 @@ _DEFAULTS = dict(
     # samples drawn for k-means++ seeding (seeding runs on this random subset).
     CLUSTER_BLOCK_SAMPLES=2048,
     CLUSTER_INIT_SAMPLES=100_000,
+    # resumable runs (tscube.runs): chunks computed ahead of the one being written, so that
+    # reading/computing the next chunk overlaps writing this one (memory: one chunk each).
+    RUN_CHUNKS_AHEAD=1,
 )
 
 globals().update(_DEFAULTS)

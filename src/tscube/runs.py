@@ -44,6 +44,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable
 
@@ -336,11 +337,31 @@ def _pending(record: dict, grid: ChunkGrid) -> list[int]:
     return [i for i in range(len(grid)) if i not in done]
 
 
-def _compute_local(template, grid: ChunkGrid, pending: list[int]):
-    """Yield ``(chunk_id, computed Dataset)`` in order, one chunk at a time."""
-    for chunk_id in pending:
-        region = grid.region(chunk_id)
-        yield chunk_id, template.isel(region).compute(scheduler="threads")
+def _compute_local(template, grid: ChunkGrid, pending: list[int], ahead: int):
+    """Yield ``(chunk_id, computed Dataset)`` in order; up to ``ahead`` further chunks are computed meanwhile.
+
+    The look-ahead overlaps reading and computing the next chunk with writing this one
+    (each chunk may use the whole ``memory`` budget, so ``ahead + 1`` chunks are in memory).
+    """
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    def compute(chunk_id):
+        return template.isel(grid.region(chunk_id)).compute(scheduler="threads")
+
+    queue = iter(pending)
+    pool = ThreadPoolExecutor(max_workers=max(1, ahead + 1), thread_name_prefix="tscube-chunk")
+    try:
+        running = deque((chunk_id, pool.submit(compute, chunk_id)) for chunk_id in islice(queue, max(0, ahead) + 1))
+        while running:
+            chunk_id, future = running.popleft()
+            result = future.result()
+            following = next(queue, None)
+            if following is not None:
+                running.append((following, pool.submit(compute, following)))
+            yield chunk_id, result
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _compute_on_client(template, grid: ChunkGrid, pending: list[int], client, in_flight: int):
@@ -444,7 +465,9 @@ def run_chunked(
         n_workers = max(1, len(client.scheduler_info().get("workers", {})))
         chunks = _compute_on_client(template, grid, pending, client, in_flight=2 * n_workers)
     else:
-        chunks = _compute_local(template, grid, pending)
+        from . import config
+
+        chunks = _compute_local(template, grid, pending, ahead=int(config.RUN_CHUNKS_AHEAD))
     bar = tqdm(total=len(grid), initial=len(grid) - len(pending), desc="chunks", unit="chunk", file=sys.stderr,
                disable=not progress, dynamic_ncols=True)
     try:
