@@ -1,16 +1,19 @@
 """tscube — per-pixel time-series analysis over satellite image cubes, in parallel.
 
 Main entry points: :func:`bfast_monitor` (change detection, equal to R
-``bfast::bfastmonitor``) and :mod:`tscube.datasets` (synthetic cubes).
+``bfast::bfastmonitor``), :func:`stl` (batched seasonal-trend decomposition),
+:mod:`tscube.cluster` (k-means, Gaussian mixtures), :mod:`tscube.io` (GeoTIFF, NetCDF,
+Zarr) and :mod:`tscube.datasets` (synthetic cubes).
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from .bfast import BfastMonitorResult, BfastStatus, bfast_monitor
+from .stl import StlResult, StlStatus, stl
 
 try:
     __version__ = version("tscube")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "bfast_monitor", "BfastMonitorResult", "BfastStatus"]
+__all__ = ["__version__", "bfast_monitor", "BfastMonitorResult", "BfastStatus", "stl", "StlResult", "StlStatus"]

@@ -99,7 +99,7 @@ def _prepare(data, nodata):
 def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, trend_deg=1,
         low_pass_deg=None, seasonal_jump=None, trend_jump=None, low_pass_jump=None,
         robust=False, inner_iter=None, outer_iter=None, flavor="statsmodels",
-        dates=None, nodata=None, engine="auto") -> StlResult:
+        dates=None, nodata=None, engine="auto", **xarray_options) -> StlResult:
     """Seasonal-trend decomposition by loess (STL) of many series at once, gaps allowed.
 
     Parameters
@@ -184,7 +184,23 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
     ``"periodic"`` uses the weighted mean of each cycle-subseries, without a final
     cycle mean. Default windows and jumps as listed above. A singular local fit gives
     ``FIT_FAILED`` where R gives NaN or stops.
+
+    An ``xarray.DataArray`` with a ``time`` dimension is decomposed lazily per chunk and
+    returns an ``xarray.Dataset`` (``dates`` from its coordinate; ``client=``,
+    ``memory=``, ``time_dim=`` and ``components=`` as in :func:`tscube.xr.stl_xarray`).
     """
+    from ..xr import is_xarray
+
+    if is_xarray(data):
+        from ..xr import stl_xarray
+
+        return stl_xarray(data, period, seasonal=seasonal, trend=trend, low_pass=low_pass,
+                          seasonal_deg=seasonal_deg, trend_deg=trend_deg, low_pass_deg=low_pass_deg,
+                          seasonal_jump=seasonal_jump, trend_jump=trend_jump, low_pass_jump=low_pass_jump,
+                          robust=robust, inner_iter=inner_iter, outer_iter=outer_iter, flavor=flavor,
+                          dates=dates, nodata=nodata, engine=engine, **xarray_options)
+    if xarray_options:
+        raise TypeError(f"stl() got options only valid for xarray input: {', '.join(xarray_options)}")
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES} for stl, got {engine!r}")
     values, out_dtype = _prepare(data, nodata)
