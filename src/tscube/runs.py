@@ -97,7 +97,7 @@ def _read_json(path: Path) -> dict | None:
 def _write_json_atomic(path: Path, data: dict) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a partial one."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
     os.replace(tmp, path)
 
 
