@@ -129,7 +129,8 @@ def test_break_maps_years_magnitude_and_grey(cube):
     assert isinstance(image.norm, BoundaryNorm)
     np.testing.assert_array_equal(image.norm.boundaries, np.arange(years.min(), years.max() + 2))
     colorbar = image.colorbar
-    assert [t.get_text() for t in colorbar.ax.get_yticklabels()] == [str(y) for y in range(years.min(), years.max() + 1)]
+    ticks = [t.get_text() for t in colorbar.ax.get_yticklabels()]
+    assert ticks == [str(y) for y in range(years.min(), years.max() + 1)]
     # a discrete colour per year: pixels breaking in different years get different colours
     rgba = image.to_rgba(image.get_array())
     early, late = (0, 0), (2, 0)

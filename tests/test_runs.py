@@ -242,3 +242,15 @@ def test_stl_run_is_chunked_and_summarised(cube, tmp_path):
     assert record["summary"]["breaks"] is None
     assert record["summary"]["status_counts"]["ALL_MISSING"] == 1
     assert xr.open_zarr(out).attrs["pixels_processed"] == 48
+
+
+def test_a_second_run_into_the_same_output_is_refused(cube, tmp_path):
+    fcntl = pytest.importorskip("fcntl")
+    out = tmp_path / "breaks.zarr"
+    with open(tmp_path / ".breaks.zarr.lock", "a+") as held:  # as a run in progress holds it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        refused = tscube(*monitor_args(cube, out))
+        assert refused.exit_code != 0 and "another tscube run" in refused.output
+        assert not out.exists()
+        fcntl.flock(held.fileno(), fcntl.LOCK_UN)
+    assert tscube(*monitor_args(cube, out)).exit_code == 0

@@ -23,7 +23,9 @@ wall time and throughput go to the run record only (see ``docs/production.md``).
 
 A run with other parameters, another input (path, size, modification time, shape,
 dates) or another chunk grid than the record's is refused with the differing entries
-named, unless ``overwrite=True``. Inputs are only read.
+named, unless ``overwrite=True``. Inputs are only read. A run holds an exclusive lock
+(``flock`` on the hidden file ``.OUT.lock`` next to the output; the OS releases it when
+the process dies), so a second run into the same output is refused while one is going.
 
 Where things are, for an output ``OUT``:
 
@@ -42,6 +44,7 @@ import shutil
 import sys
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import islice
@@ -50,7 +53,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["RunSummary", "RunMismatch", "input_identity", "run_chunked", "record_path", "chunk_store_path"]
+__all__ = ["RunSummary", "RunMismatch", "RunLocked", "input_identity", "run_chunked", "record_path", "chunk_store_path"]
 
 #: Name of the run record inside the chunk store.
 RECORD_NAME = "_tscube_run.json"
@@ -292,10 +295,46 @@ def _quiet_zarr():
     return context
 
 
+class RunLocked(OSError):
+    """Another process is running into the same output."""
+
+
+@contextmanager
+def _exclusive(output: Path):
+    """Hold an exclusive lock on ``output`` for the whole run (released by the OS when the process dies).
+
+    Uses ``fcntl.flock`` on a hidden lock file next to the output; where ``fcntl`` does
+    not exist (Windows) runs are not locked.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    lock_path = output.with_name(f".{output.name}.lock")
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            owner = handle.read().strip() or "unknown"
+            raise RunLocked(f"another tscube run (pid {owner}) is writing {output.name}; wait for it to end "
+                            "or stop it, then run again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:  # the lock file stays: unlinking it would let two later runs lock different files
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
 def _create_store(template, store: Path, record: dict) -> None:
     """Create the empty store (metadata, coordinates, record) under a temporary name, then rename."""
+    for stale in store.parent.glob(f".{store.name}.tmp-*"):  # left by runs killed while creating it
+        _remove(stale)
     tmp = store.with_name(f".{store.name}.tmp-{os.getpid()}")
-    _remove(tmp)
     context = _quiet_zarr()
     try:
         template.to_zarr(tmp, mode="w-", compute=False, write_empty_chunks=True)
@@ -433,10 +472,18 @@ def run_chunked(
     RunMismatch
         ``output`` (or a run in progress into it) exists with other parameters, another
         input or chunk grid, or was not written by a resumable run; and not ``overwrite``.
+    RunLocked
+        Another process is running into ``output`` now.
     """
+    output = Path(output)
+    with _exclusive(output):
+        return _run(template, output, command=command, params=params, input_id=input_id, status_enum=status_enum,
+                    overwrite=overwrite, progress=progress, client=client, echo=echo)
+
+
+def _run(template, output: Path, *, command, params, input_id, status_enum, overwrite, progress, client, echo):
     from tqdm.auto import tqdm
 
-    output = Path(output)
     store = chunk_store_path(output)
     final_record_path = record_path(output)
     pixel_dims = [d for d in template["status"].dims if d != "start"]
