@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -48,41 +49,82 @@ _SINGULAR = np.int8(BfastStatus.SINGULAR_DESIGN)
 _PERFECT_FIT = np.int8(BfastStatus.PERFECT_FIT)
 
 
+_SMALL_SELECT = 16  # below this many candidates, selection by partial sorting
+
+
 @njit(cache=True)
-def _select_kth(buf, n, kth):
-    """Rearrange ``buf[:n]`` so that ``buf[kth]`` is the kth smallest (Wirth's selection)."""
-    lo, hi = 0, n - 1
-    while lo < hi:
-        pivot = buf[kth]
-        i, j = lo, hi
-        while True:
-            while buf[i] < pivot:
-                i += 1
-            while pivot < buf[j]:
-                j -= 1
-            if i <= j:
-                buf[i], buf[j] = buf[j], buf[i]
-                i += 1
-                j -= 1
-            if i > j:
-                break
-        if j < kth:
+def _select_kth(data, start, n, kth, scratch):
+    """The ``kth`` smallest of ``data[start:start + n]`` (left unchanged), by quickselect with
+    branch-free out-of-place partitions between the halves of ``scratch`` (``>= 2 n``).
+
+    Random residuals defeat branch prediction in an in-place partition; writing every
+    value to both ends of the other half and advancing one end is branch-free.
+    """
+    half = scratch.shape[0] // 2
+    for u in range(n):
+        scratch[u] = data[start + u]
+    src = 0  # offsets of the current and the other half
+    dst = half
+    lo = 0
+    hi = n
+    while hi - lo > _SMALL_SELECT:
+        x0 = scratch[src + lo + (hi - lo) // 4]
+        x1 = scratch[src + lo + (hi - lo) // 2]
+        x2 = scratch[src + lo + 3 * (hi - lo) // 4]
+        pivot = max(min(x0, x1), min(max(x0, x1), x2))  # median of three
+        i = dst + lo
+        j = dst + hi - 1
+        for u in range(src + lo, src + hi):
+            x = scratch[u]
+            scratch[i] = x
+            scratch[j] = x
+            smaller = x < pivot
+            i += smaller
+            j -= 1 - smaller
+        i -= dst
+        if i == lo:  # the pivot is the minimum: split off the values equal to it
+            i = dst + lo
+            j = dst + hi - 1
+            for u in range(src + lo, src + hi):
+                x = scratch[u]
+                scratch[i] = x
+                scratch[j] = x
+                equal = x <= pivot
+                i += equal
+                j -= 1 - equal
+            i -= dst
+            if kth < i:
+                return pivot
             lo = i
-        if kth < i:
-            hi = j
-    return buf[kth]
+        elif kth < i:
+            hi = i
+        else:
+            lo = i
+        src, dst = dst, src
+    for u in range(src + lo, src + kth + 1):  # partial selection sort up to kth
+        best = u
+        for w in range(u + 1, src + hi):
+            if scratch[w] < scratch[best]:
+                best = w
+        scratch[u], scratch[best] = scratch[best], scratch[u]
+    return scratch[src + kth]
 
 
 @njit(cache=True)
-def _median(buf, n):
-    """Median of ``buf[:n]`` (mean of the two middle values for even ``n``); reorders buf."""
-    upper = _select_kth(buf, n, n // 2)
+def _median(data, start, n, scratch):
+    """Median of ``data[start:start + n]`` (mean of the two middle values for even ``n``), like
+    ``np.median``; ``data`` is left unchanged, ``scratch`` holds ``>= 2 n`` values."""
+    upper = _select_kth(data, start, n, n // 2, scratch)
     if n % 2 == 1:
         return upper
-    lower = buf[0]
-    for i in range(1, n // 2):  # after selection, buf[:n//2] holds the smaller half
-        if buf[i] > lower:
-            lower = buf[i]
+    below = 0
+    lower = -np.inf
+    for u in range(n):  # the (n/2 - 1)th smallest: the largest value below upper, or upper
+        x = data[start + u]
+        below += x < upper
+        lower = max(lower, x) if x < upper else lower
+    if below < n // 2:
+        lower = upper
     return 0.5 * (lower + upper)
 
 
@@ -213,9 +255,7 @@ def _mosum_tail(
     sigma = math.sqrt(rss / (n - k))
     sigma_out[s, p] = sigma
     m = nv - mid
-    for j in range(m):
-        sel[j] = resid[mid + j]
-    magnitude[s, p] = _median(sel, m)
+    magnitude[s, p] = _median(resid, mid, m, sel)
     if sigma <= PERFECT_FIT_RTOL * ymax:
         status[s, p] = _PERFECT_FIT
         return
@@ -275,7 +315,7 @@ def _monitor_kernel(
         y = np.empty(T)
         rows = np.empty(T, dtype=np.int64)
         resid = np.empty(T)
-        sel = np.empty(T)
+        sel = np.empty(2 * T)
         G = np.empty((k, k))
         xy = np.empty(k)
         beta = np.empty(k)
@@ -307,170 +347,441 @@ def _monitor_kernel(
                 )
 
 
-@njit(parallel=True, cache=True, fastmath={"contract"})
-def _monitor_simd_kernel(
-    values, nodata, has_nodata, X, XX, time, first_hist, monitor_begin, h, critval, block,
+_FAST = {"contract"}
+_TILE = 4  # dates per register tile of the Gram accumulation
+
+
+@njit(cache=True, fastmath=_FAST)
+def _load_block(values, p0, width, nodata, has_nodata, W, Y, nvalid, ninf):
+    """Read pixels ``[p0, p0 + width)`` of every date once, as stored (time-major), into
+    the float64 block buffers: ``W`` = 1.0 where the observation counts, else 0.0, and
+    ``Y`` = the value there, else 0.0. Lanes past ``width`` (last block) are zero."""
+    T = values.shape[0]
+    lanes = W.shape[1]
+    base = np.uint64(p0)  # unsigned indices: no negative-index wraparound, so no gathers
+    for q in range(lanes):
+        nvalid[q] = 0.0
+        ninf[q] = 0.0
+    for t in range(T):
+        for q in range(width):  # branch-free: cloud masks are random
+            v = np.float64(values[t, base + np.uint64(q)])
+            inf = abs(v) == np.inf
+            good = (v == v) & (not inf) & ((v != nodata) | (not has_nodata))
+            W[t, q] = 1.0 if good else 0.0
+            Y[t, q] = v if good else 0.0
+            nvalid[q] += 1.0 if good else 0.0
+            ninf[q] += 1.0 if inf else 0.0
+        for q in range(width, lanes):
+            W[t, q] = 0.0
+            Y[t, q] = 0.0
+
+
+@njit(cache=True, fastmath=_FAST)
+def _gram_tiles(G, xy, M, Ym, XX, X, t, stop):
+    """Add the dates ``t, t+1, ...`` to the masked Gram ``G`` (lower triangles, one
+    column per pixel) and ``X'y`` in whole tiles of ``_TILE`` dates, up to ``stop``;
+    return the first date not added. Four dates per pass keep the accumulators' loads
+    and stores (the bottleneck of a date-by-date update) to a quarter."""
+    kk = XX.shape[1]
+    k = X.shape[1]
+    lanes = M.shape[1]
+    while t + _TILE <= stop:
+        for ab in range(kk):
+            x0 = XX[t, ab]
+            x1 = XX[t + 1, ab]
+            x2 = XX[t + 2, ab]
+            x3 = XX[t + 3, ab]
+            for q in range(lanes):
+                G[ab, q] += M[t, q] * x0 + M[t + 1, q] * x1 + M[t + 2, q] * x2 + M[t + 3, q] * x3
+        for a in range(k):
+            x0 = X[t, a]
+            x1 = X[t + 1, a]
+            x2 = X[t + 2, a]
+            x3 = X[t + 3, a]
+            for q in range(lanes):
+                xy[a, q] += Ym[t, q] * x0 + Ym[t + 1, q] * x1 + Ym[t + 2, q] * x2 + Ym[t + 3, q] * x3
+        t += _TILE
+    return t
+
+
+@njit(cache=True, fastmath=_FAST)
+def _gram_singles(G, xy, M, Ym, XX, X, t, stop):
+    """Add the dates ``[t, stop)`` one by one (the remainder after :func:`_gram_tiles`)."""
+    kk = XX.shape[1]
+    k = X.shape[1]
+    lanes = M.shape[1]
+    for u in range(t, stop):
+        for ab in range(kk):
+            x0 = XX[u, ab]
+            for q in range(lanes):
+                G[ab, q] += M[u, q] * x0
+        for a in range(k):
+            x0 = X[u, a]
+            for q in range(lanes):
+                xy[a, q] += Ym[u, q] * x0
+
+
+@njit(cache=True, fastmath=_FAST)
+def _solve_lanes(G, xy, k, D, L, tmp, beta, ok):
+    """Equilibrated Cholesky solves of all pixels of a block at once (pixels as SIMD lanes).
+
+    Same arithmetic as :func:`_solve_equilibrated`, lane by lane; ``ok[q]`` = 0.0 marks a
+    singular design (the failing lane continues on harmless values and is ignored).
+    """
+    lanes = G.shape[1]
+    for q in range(lanes):
+        ok[q] = 1.0
+    for a in range(k):
+        aa = a * (a + 1) // 2 + a
+        for q in range(lanes):
+            g = G[aa, q]
+            bad = g <= 0.0
+            ok[q] = 0.0 if bad else ok[q]
+            D[a, q] = 1.0 if bad else math.sqrt(g)
+    for a in range(k):
+        ia = a * (a + 1) // 2
+        for c in range(a + 1):
+            ic = c * (c + 1) // 2
+            for q in range(lanes):
+                tmp[q] = G[ia + c, q] / (D[a, q] * D[c, q])
+            for m in range(c):
+                for q in range(lanes):
+                    tmp[q] -= L[ia + m, q] * L[ic + m, q]
+            if a == c:
+                for q in range(lanes):
+                    s = tmp[q]
+                    bad = s < SINGULAR_PIVOT_TOL
+                    ok[q] = 0.0 if bad else ok[q]
+                    L[ia + a, q] = 1.0 if bad else math.sqrt(s)
+            else:
+                for q in range(lanes):
+                    L[ia + c, q] = tmp[q] / L[ic + c, q]
+    for a in range(k):  # forward substitution on the scaled system
+        ia = a * (a + 1) // 2
+        for q in range(lanes):
+            tmp[q] = xy[a, q] / D[a, q]
+        for m in range(a):
+            for q in range(lanes):
+                tmp[q] -= L[ia + m, q] * beta[m, q]
+        for q in range(lanes):
+            beta[a, q] = tmp[q] / L[ia + a, q]
+    for a in range(k - 1, -1, -1):  # backward substitution
+        ia = a * (a + 1) // 2
+        for q in range(lanes):
+            tmp[q] = beta[a, q]
+        for m in range(a + 1, k):
+            im = m * (m + 1) // 2
+            for q in range(lanes):
+                tmp[q] -= L[im + a, q] * beta[m, q]
+        for q in range(lanes):
+            beta[a, q] = tmp[q] / L[ia + a, q]
+    for a in range(k):
+        for q in range(lanes):
+            beta[a, q] /= D[a, q]
+
+
+@njit(cache=True, fastmath=_FAST)
+def _residuals(E, Y, X, beta, t0):
+    """``E[t] = Y[t] - X[t] beta`` for dates ``t >= t0`` (all lanes; masked later)."""
+    T, lanes = E.shape
+    k = X.shape[1]
+    for t in range(t0, T):
+        for q in range(lanes):
+            E[t, q] = Y[t, q]
+        a = 0
+        while a + 4 <= k:  # four regressors per pass: a quarter of the stores
+            x0 = X[t, a]
+            x1 = X[t, a + 1]
+            x2 = X[t, a + 2]
+            x3 = X[t, a + 3]
+            for q in range(lanes):
+                E[t, q] -= x0 * beta[a, q] + x1 * beta[a + 1, q] + x2 * beta[a + 2, q] + x3 * beta[a + 3, q]
+            a += 4
+        while a < k:
+            x0 = X[t, a]
+            for q in range(lanes):
+                E[t, q] -= x0 * beta[a, q]
+            a += 1
+
+
+@njit(cache=True, fastmath=_FAST)
+def _history_sums(M, Ym, E, W, t0, begin, nh, ymax, rss, mcount):
+    """Per lane: history size, max |y| and residual sum of squares over ``[t0, begin)``
+    (mask ``M``), and the number of valid monitoring observations (mask ``W``)."""
+    T, lanes = E.shape
+    for q in range(lanes):
+        nh[q] = 0.0
+        ymax[q] = 0.0
+        rss[q] = 0.0
+        mcount[q] = 0.0
+    for t in range(t0, begin):
+        for q in range(lanes):
+            m = M[t, q]
+            e = E[t, q]
+            y = abs(Ym[t, q])
+            nh[q] += m
+            ymax[q] = y if y > ymax[q] else ymax[q]
+            rss[q] += e * e if m != 0.0 else 0.0
+    for t in range(begin, T):
+        for q in range(lanes):
+            mcount[q] += W[t, q]
+
+
+@njit(cache=True)
+def _compact_lanes(E, M, W, begin, t0, window, width, offset, C, count, pos):
+    """Compact the residuals each pixel's MOSUM needs into its row of ``C``: the
+    monitoring residuals from ``C[q, offset]`` on (``count[q]`` of them), and before them
+    its last ``window[q] - 1`` history residuals. One pass over the dates for all lanes
+    (rows of ``E`` are read contiguously); writes are branch-free (finished lanes write
+    to the spare last column). Lanes with ``window[q] <= 1`` get no history part."""
+    T = E.shape[0]
+    spare = C.shape[1] - 1
+    for q in range(width):
+        count[q] = 0
+    for t in range(begin, T):
+        for q in range(width):
+            c = count[q]
+            C[q, offset + c] = E[t, q]
+            count[q] = c + int(W[t, q])
+    remaining = 0
+    for q in range(width):
+        pos[q] = offset - 1
+        remaining += window[q] > 1
+    t = begin - 1
+    while remaining > 0 and t >= t0:
+        for q in range(width):
+            at = pos[q]
+            limit = offset + 1 - window[q]
+            open_ = at >= limit
+            C[q, at if open_ else spare] = E[t, q]
+            step = int(M[t, q]) if open_ else 0
+            pos[q] = at - step
+            remaining -= 1 if (step == 1 and at == limit) else 0
+        t -= 1
+
+
+@njit(cache=True)
+def _monitor_date(W, q, begin, j):
+    """Date index of the ``j``-th (0-based) valid monitoring observation of lane ``q``."""
+    t = begin
+    seen = int(W[t, q])
+    while seen <= j:
+        t += 1
+        seen += int(W[t, q])
+    return t
+
+
+@njit(cache=True)
+def _pixel_tail(
+    buf, offset, q, p, s, W, begin, n, m, rss, ymax, k, time, h, critval, sel,
+    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma_out,
+    process, boundary, want_process,
+):
+    """One pixel of a block (lane ``q``), after its fit, from its compacted residuals
+    ``buf`` (monitoring from ``offset`` on, the history's last ``window - 1`` before):
+    sigma, magnitude, the MOSUM process, its boundary and the first crossing."""
+    window = int(math.floor(h * n))
+    sigma = math.sqrt(rss / (n - k))
+    sigma_out[s, p] = sigma
+    magnitude[s, p] = _median(buf, offset, m, sel)
+    if sigma <= PERFECT_FIT_RTOL * ymax:
+        status[s, p] = _PERFECT_FIT
+        return
+    scale = 1.0 / (sigma * math.sqrt(n))
+    flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
+    wsum = 0.0
+    for i in range(offset + 1 - window, offset + 1):
+        wsum += buf[i]
+    first = -1
+    total = 0.0
+    biggest = 0.0
+    finite = True
+    t = begin - 1
+    for j in range(m):
+        i = offset + j
+        if j > 0:
+            wsum += buf[i] - buf[i - window]
+        value = wsum * scale
+        if not math.isfinite(value):
+            finite = False
+        total += value
+        size = abs(value)
+        if size > biggest:
+            biggest = size
+        if want_process or (first < 0 and size > flat_bound):
+            ratio = (n + j + 1) / n
+            bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
+            if first < 0 and size > bound:
+                first = j
+            if want_process:
+                t += 1
+                while W[t, q] == 0.0:
+                    t += 1
+                process[s, t, p] = value
+                boundary[s, t, p] = bound
+    statistic[s, p] = biggest
+    mosum_mean[s, p] = total / m
+    if first >= 0 and finite:
+        t = _monitor_date(W, q, begin, first)
+        break_index[s, p] = t
+        break_time[s, p] = time[t]
+
+
+@njit(cache=True, fastmath=_FAST)
+def _monitor_block(
+    values, p0, width, nodata, has_nodata, X, XX, time, first_hist, order, monitor_begin, h, critval,
     use_pre, Gpre, bpre,
+    W, Y, M, Ym, E, Gacc, xyacc, G, xy, D, L, beta, vec, ivec, C, sel,
+    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+    history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
+):
+    """BFAST Monitor of the pixels ``[p0, p0 + width)`` for every monitoring start.
+
+    The block is read once; per start (in increasing order), the masked Gram is extended
+    from the previous start's tiles when the history start is shared, the solves run
+    over all lanes at once, then each pixel runs its sequential MOSUM tail.
+    """
+    T = values.shape[0]
+    k = X.shape[1]
+    kk = XX.shape[1]
+    lanes = W.shape[1]
+    nvalid = vec[0]
+    ninf = vec[1]
+    nh = vec[2]
+    ymax = vec[3]
+    rss = vec[4]
+    mcount = vec[5]
+    ok = vec[6]
+    tmp = vec[7]
+    _load_block(values, p0, width, nodata, has_nodata, W, Y, nvalid, ninf)
+    shared_from = -1  # history start shared by every lane of the previous start, if any
+    t_tiles = 0
+    for i in range(order.shape[0]):
+        s = order[i]
+        begin = monitor_begin[s]
+        # this start's history mask: W itself when every lane starts its history at t0
+        t0 = T
+        t_last = 0
+        for q in range(width):
+            t0 = min(t0, first_hist[s, p0 + q])
+            t_last = max(t_last, first_hist[s, p0 + q])
+        t0 = min(t0, begin)
+        uniform = t0 == t_last
+        if uniform:
+            Mh, Yh = W, Y
+        else:
+            for t in range(t0, begin):
+                for q in range(width):
+                    keep = t >= first_hist[s, p0 + q]
+                    M[t, q] = W[t, q] if keep else 0.0
+                    Ym[t, q] = Y[t, q] if keep else 0.0
+                for q in range(width, lanes):
+                    M[t, q] = 0.0
+                    Ym[t, q] = 0.0
+            Mh, Yh = M, Ym
+        if use_pre:
+            for ab in range(kk):
+                for q in range(width):
+                    G[ab, q] = Gpre[s, ab, p0 + q]
+            for a in range(k):
+                for q in range(width):
+                    xy[a, q] = bpre[s, a, p0 + q]
+        else:
+            if not (uniform and shared_from == t0 and t_tiles <= begin):
+                Gacc[:, :] = 0.0
+                xyacc[:, :] = 0.0
+                t_tiles = t0
+            t_tiles = _gram_tiles(Gacc, xyacc, Mh, Yh, XX, X, t_tiles, begin)
+            G[:, :] = Gacc
+            xy[:, :] = xyacc
+            _gram_singles(G, xy, Mh, Yh, XX, X, t_tiles, begin)
+        shared_from = t0 if uniform else -1
+        _solve_lanes(G, xy, k, D, L, tmp, beta, ok)
+        _residuals(E, Y, X, beta, t0)
+        _history_sums(Mh, Yh, E, W, t0, begin, nh, ymax, rss, mcount)
+        window = ivec[0]
+        count = ivec[1]
+        pos = ivec[2]
+        offset = 0
+        for q in range(width):
+            p = p0 + q
+            n = int(nh[q])
+            m = int(mcount[q])
+            n_valid[s, p] = int(nvalid[q])
+            n_inf[s, p] = int(ninf[q])
+            n_history[s, p] = n
+            n_monitor[s, p] = m
+            window[q] = 1  # no MOSUM tail
+            if n > 0:
+                t = first_hist[s, p]
+                while Mh[t, q] == 0.0:
+                    t += 1
+                history_start[s, p] = time[t]
+            if nvalid[q] == 0.0:
+                status[s, p] = _ALL_MISSING
+                continue
+            status[s, p] = _OK
+            if n <= k or int(math.floor(h * n)) <= 1:
+                status[s, p] = _TOO_FEW
+                continue
+            if m == 0:
+                status[s, p] = _NO_MONITORING
+                continue
+            if ok[q] == 0.0:
+                status[s, p] = _SINGULAR
+                continue
+            window[q] = int(math.floor(h * n))
+            offset = max(offset, window[q] - 1)
+        _compact_lanes(E, Mh, W, begin, t0, window, width, offset, C, count, pos)
+        for q in range(width):
+            if window[q] > 1:
+                _pixel_tail(
+                    C[q], offset, q, p0 + q, s, W, begin, int(nh[q]), int(mcount[q]), rss[q], ymax[q], k, time, h,
+                    critval, sel, status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+                    process, boundary, want_process,
+                )
+
+
+@njit(parallel=True, cache=True)
+def _monitor_simd_kernel(
+    values, nodata, has_nodata, X, XX, time, first_hist, order, monitor_begin, h, critval, block,
+    n_chunks, per_pixel_history, use_pre, Gpre, bpre,
     status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,
 ):
-    """Pixel-vectorised formulation: the inner loops run over the pixels of a block (SIMD
-    lanes), the cube is read date by date as it is stored, and each pixel's valid
-    residuals are compacted into a private buffer for the sequential MOSUM tail.
-
-    ``XX[t]`` holds the lower triangle of ``x_t x_t'`` (``k (k+1) / 2`` values). With
-    ``use_pre``, the history Gram matrices and X'y come precomputed (``Gpre[s, :, p]``,
-    ``bpre[s, :, p]``, by BLAS) and pass 1 only counts.
-    """
+    """Pixel-vectorised formulation: ``n_chunks`` parallel workers, each streaming its
+    contiguous range of pixel blocks through private buffers allocated once."""
     T, P = values.shape
     k = X.shape[1]
     kk = XX.shape[1]
-    S = monitor_begin.shape[0]
     n_blocks = (P + block - 1) // block
-    for ib in prange(n_blocks):
-        p0 = ib * block
-        B = min(P, p0 + block) - p0
-        w = np.empty(B)  # 1.0 where the observation counts, else 0.0
-        yv = np.empty(B)  # the value where it counts, else 0.0
-        e = np.empty(B)
-        G = np.empty((kk, B))
-        xy = np.empty((k, B))
-        beta = np.empty((k, B))
-        rss = np.empty(B)
-        ymax = np.empty(B)
-        count = np.empty(B, dtype=np.int64)
-        nhist = np.empty(B, dtype=np.int64)
-        nvalid = np.zeros(B, dtype=np.int64)
-        ninf = np.zeros(B, dtype=np.int64)
-        resid = np.empty((B, T))
-        rows = np.empty((B, T), dtype=np.int64)
-        Gp = np.empty((k, k))
-        bp = np.empty(k)
-        betap = np.empty(k)
-        work = np.empty((k + 1, k))
-        sel = np.empty(T)
-        ok = np.empty(B, dtype=np.bool_)
-
-        for t in range(T):  # counts over the whole series (branch-free: masks are random)
-            for q in range(B):
-                v = np.float64(values[t, p0 + q])
-                inf = math.isinf(v)
-                ninf[q] += inf
-                nvalid[q] += (v == v) & (not inf) & ((not has_nodata) | (v != nodata))
-
-        for s in range(S):
-            begin = monitor_begin[s]
-            t_first = T
-            for q in range(B):
-                t_first = min(t_first, first_hist[s, p0 + q])
-            if use_pre:
-                for ab in range(kk):
-                    for q in range(B):
-                        G[ab, q] = Gpre[s, ab, p0 + q]
-                for a in range(k):
-                    for q in range(B):
-                        xy[a, q] = bpre[s, a, p0 + q]
-            else:
-                G[:, :] = 0.0
-                xy[:, :] = 0.0
-            nhist[:] = 0
-            ymax[:] = 0.0
-            # pass 1: masked Gram and X'y of the history, SIMD over pixels
-            for t in range(t_first, begin):
-                for q in range(B):
-                    v = np.float64(values[t, p0 + q])
-                    good = (v == v) & (not math.isinf(v)) & ((not has_nodata) | (v != nodata)) & (t >= first_hist[s, p0 + q])
-                    w[q] = 1.0 if good else 0.0
-                    yv[q] = v if good else 0.0
-                for q in range(B):
-                    nhist[q] += int(w[q])
-                    ymax[q] = max(ymax[q], abs(yv[q]))
-                if use_pre:
-                    continue
-                for ab in range(kk):
-                    xx = XX[t, ab]
-                    g = G[ab]
-                    for q in range(B):
-                        g[q] += w[q] * xx
-                for a in range(k):
-                    xa = X[t, a]
-                    g = xy[a]
-                    for q in range(B):
-                        g[q] += yv[q] * xa
-            # per pixel: status checks and the small solve
-            for q in range(B):
-                p = p0 + q
-                n = nhist[q]
-                n_valid[s, p] = nvalid[q]
-                n_inf[s, p] = ninf[q]
-                n_history[s, p] = n
-                ok[q] = False
-                for a in range(k):
-                    beta[a, q] = 0.0
-                if nvalid[q] == 0:
-                    status[s, p] = _ALL_MISSING
-                    continue
-                status[s, p] = _OK
-                if n <= k or int(math.floor(h * n)) <= 1:
-                    status[s, p] = _TOO_FEW
-                    continue
-                ab = 0
-                for a in range(k):
-                    bp[a] = xy[a, q]
-                    for c in range(a + 1):
-                        Gp[a, c] = G[ab, q]
-                        Gp[c, a] = G[ab, q]
-                        ab += 1
-                if not _solve_equilibrated(Gp, bp, k, betap, work):
-                    status[s, p] = _SINGULAR  # unless NO_MONITORING_DATA, fixed below
-                    continue
-                ok[q] = True
-                for a in range(k):
-                    beta[a, q] = betap[a]
-            # pass 2: residuals of every counted observation, compacted per pixel
-            count[:] = 0
-            rss[:] = 0.0
-            for t in range(t_first, T):
-                history = t < begin
-                for q in range(B):
-                    v = np.float64(values[t, p0 + q])
-                    good = (v == v) & (not math.isinf(v)) & ((not has_nodata) | (v != nodata)) & (t >= first_hist[s, p0 + q])
-                    w[q] = 1.0 if good else 0.0
-                    yv[q] = v if good else 0.0
-                for q in range(B):
-                    e[q] = yv[q]
-                for a in range(k):
-                    xa = X[t, a]
-                    b = beta[a]
-                    for q in range(B):
-                        e[q] -= xa * b[q]
-                for q in range(B):  # branch-free compaction: write, advance when valid
-                    c = count[q]
-                    resid[q, c] = e[q]
-                    rows[q, c] = t
-                    count[q] = c + int(w[q])
-                    if history:
-                        rss[q] += w[q] * e[q] * e[q]
-            # per pixel: the sequential tail
-            for q in range(B):
-                p = p0 + q
-                n = nhist[q]
-                n_monitor[s, p] = count[q] - n
-                if n > 0:
-                    history_start[s, p] = time[rows[q, 0]]
-                if status[s, p] == _ALL_MISSING or status[s, p] == _TOO_FEW:
-                    continue
-                if count[q] == n:
-                    status[s, p] = _NO_MONITORING
-                    continue
-                if not ok[q]:
-                    continue
-                _mosum_tail(
-                    resid[q], rows[q], 0, n, count[q], rss[q], ymax[q], k, time, h, critval, sel, p, s,
-                    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
-                    process, boundary, want_process,
-                )
+    for c in prange(n_chunks):
+        W = np.empty((T, block))
+        Y = np.empty((T, block))
+        E = np.empty((T, block))
+        M = np.empty((T if per_pixel_history else 1, block))
+        Ym = np.empty((T if per_pixel_history else 1, block))
+        Gacc = np.empty((kk, block))
+        xyacc = np.empty((k, block))
+        G = np.empty((kk, block))
+        xy = np.empty((k, block))
+        D = np.empty((k, block))
+        L = np.empty((kk, block))
+        beta = np.empty((k, block))
+        vec = np.empty((8, block))
+        ivec = np.empty((3, block), dtype=np.int64)
+        C = np.empty((block, T + 1))
+        sel = np.empty(2 * T)
+        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            p0 = ib * block
+            _monitor_block(
+                values, p0, min(P, p0 + block) - p0, nodata, has_nodata, X, XX, time, first_hist, order,
+                monitor_begin, h, critval, use_pre, Gpre, bpre,
+                W, Y, M, Ym, E, Gacc, xyacc, G, xy, D, L, beta, vec, ivec, C, sel,
+                status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+                history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
+            )
 
 
 def masked_gram_blas(values, nodata, X, XX, first: int, stop: int, chunk: int = 8192):
@@ -529,12 +840,13 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     )
     if gram == "fused":
         _monitor_kernel(
-            values, nodata, has_nodata, X, plan.axis.time, first_hist, monitor_begin,
+            values, nodata, plan.nodata is not None, X, plan.axis.time, first_hist, monitor_begin,
             plan.h, plan.critval, int(config.CPU_BLOCK_PIXELS), *outputs,
         )
     else:
         low = np.tril_indices(k)
         XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
+        per_pixel_history = bool(np.any(first_hist != first_hist[:, :1])) if n_pixels else False
         use_pre = gram == "blas" and plan.history in ("all", "fixed")
         if use_pre:
             Gpre = np.empty((S, XX.shape[1], n_pixels))
@@ -543,9 +855,13 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
                 Gpre[s], bpre[s] = masked_gram_blas(values, plan.nodata, X, XX, plan.history_begin, int(monitor_begin[s]))
         else:
             Gpre = bpre = np.empty((S, 1, 1))
+        block = max(1, int(config.CPU_BLOCK_PIXELS))
+        n_blocks = -(-n_pixels // block)
+        n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
+        order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
         _monitor_simd_kernel(
-            values, nodata, has_nodata, X, XX, plan.axis.time, first_hist,
-            monitor_begin, plan.h, plan.critval, int(config.CPU_BLOCK_PIXELS), use_pre, Gpre, bpre,
+            values, nodata, plan.nodata is not None, X, XX, plan.axis.time, first_hist, order,
+            monitor_begin, plan.h, plan.critval, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
             *outputs,
         )
     if flagged is not None:
