@@ -139,34 +139,6 @@ def dask_client(workers: Optional[int], scheduler: Optional[str]):
             cluster.close()
 
 
-def compute_with_progress(ds, client=None, *, progress: bool = True):
-    """Compute a lazy Dataset with a progress bar over its chunks (dask's, or distributed's on a cluster)."""
-    import dask
-
-    if not dask.is_dask_collection(ds):
-        return ds
-    if client is not None:
-        persisted = client.persist(ds)
-        if progress:
-            from distributed import progress as distributed_progress
-
-            distributed_progress(persisted)
-            typer.echo("", err=True)
-        return persisted.compute()
-    if progress:
-        from dask.diagnostics import ProgressBar
-
-        with ProgressBar(out=_stderr()):
-            return ds.compute(scheduler="threads")
-    return ds.compute(scheduler="threads")
-
-
-def _stderr():
-    import sys
-
-    return sys.stderr
-
-
 def _parse_when(text: str, name: str):
     """A CLI date: ISO date, decimal year (``2010.5``) or ``YEAR,CYCLE`` (R's ``c(2010, 4)``)."""
     text = text.strip()
@@ -379,7 +351,7 @@ def plot_pixel_command(
                          trend=not no_trend, h=h, level=level, end=end, history=history_value, nodata=nodata,
                          figsize=(width / dpi, height / dpi))
         result = fig.tscube_result
-        where = f"row {row}, col {col}" + (f" (map x={x:g}, y={y:g})" if how == "map" else "")
+        where = f"row {row}, col {col}" + (f" (map x={x:.10g}, y={y:.10g})" if how == "map" else "")
         status = result.status_counts()
         found = f"break at {float(result.break_time[0]):.3f}" if result.has_break[0] else "no break"
         typer.echo(f"pixel {where}: status {next(iter(status))}, {found}, magnitude {float(result.magnitude[0]):.4g}")

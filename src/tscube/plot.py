@@ -360,7 +360,7 @@ def _pixel_series(data, dates, x, y, coords):
         row, col, how = locate_pixel(data, x, y, coords)
         label = f"row {row}, col {col}"
         if how == "map":
-            label += f" (x={float(data[data.dims[-1]][col]):g}, y={float(data[data.dims[-2]][row]):g})"
+            label += f" (x={float(data[data.dims[-1]][col]):.10g}, y={float(data[data.dims[-2]][row]):.10g})"
         return np.asarray(data.isel({data.dims[-2]: row, data.dims[-1]: col}).values), dates, label
     values = np.asarray(data)
     if dates is None:
