@@ -181,7 +181,8 @@ def _run_resumable(template, output: Path, *, command: str, params: dict, input_
     for line in summary.lines():
         typer.echo(line)
     _report_status(summary.status_counts, empty_reason)
-    typer.echo(f"written {output}")
+    if not summary.up_to_date:
+        typer.echo(f"written {output}")
     return summary
 
 

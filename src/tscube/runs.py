@@ -45,7 +45,7 @@ import sys
 import time
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import islice
 from pathlib import Path
@@ -225,7 +225,8 @@ class RunSummary:
     chunks_computed: int
     sessions: int
     output: str = ""
-    extra: dict = field(default_factory=dict)
+    #: True when the output was already complete and nothing was done.
+    up_to_date: bool = False
 
     @property
     def pixels_per_second(self) -> float:
@@ -494,6 +495,7 @@ def _run(template, output: Path, *, command, params, input_id, status_enum, over
     record = _resume_or_refuse(output, store, final_record_path, identity, overwrite, echo)
     if record is not None and record.get("complete"):
         summary = _summarise(record, status_enum, 0, output)
+        summary.up_to_date = True
         echo(f"{output} is complete (same parameters and input): nothing to compute")
         return summary
     if record is None:
