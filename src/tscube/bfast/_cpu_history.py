@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from .history import ALIAS_PIVOT_TOL, ROC_LAMBDA_05
-from .plan import MonitorPlan, kernel_nodata
+from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
 
 @njit(cache=True)
@@ -127,7 +127,7 @@ def _phi(x):
 
 
 @njit(cache=True)
-def _roc_start(w, m, level):
+def _roc_start(w, m, level, y_scale):
     """Rows to drop from the front (forward order) and the no-crossing flag."""
     if m < 2:
         return 0, False
@@ -139,8 +139,8 @@ def _roc_start(w, m, level):
     for j in range(m):
         ss += (w[j] - mean) ** 2
     sigma = math.sqrt(ss / (m - 1))
-    if not sigma > 0.0:
-        return 0, False
+    if not sigma > PERFECT_FIT_RTOL * y_scale:
+        return 0, False  # (near-)exact fit, e.g. a constant series: nothing to test
     scale = 1.0 / (sigma * math.sqrt(m))
     cum = 0.0
     stat = 0.0
@@ -235,7 +235,10 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                     continue
                 if method_roc:
                     _recursive_residuals(X, rows, y, n - 1, -1, n, w, G, rhs, Pinv, beta, Px, L, d, idx)
-                    drop, flag = _roc_start(w, n - k, level)
+                    y_scale = 0.0
+                    for j in range(n):
+                        y_scale = max(y_scale, abs(y[j]))
+                    drop, flag = _roc_start(w, n - k, level, y_scale)
                     flagged[s, p] = flag
                 else:
                     drop = _bp_start(X, rows, y, n, rss, w, G, rhs, Pinv, beta, Px, L, d, idx)

@@ -18,14 +18,20 @@ import math
 
 import numpy as np
 
+from .plan import PERFECT_FIT_RTOL
+
 HISTORY_METHODS = ("all", "ROC", "BP")
 
 #: Boundary level of the ROC test: strucchange's ``boundary(efp)`` always uses its
 #: default alpha = 0.05, and R's ``uniroot`` returns this value.
 ROC_LAMBDA_05 = 0.947898101732124
 
-#: LINPACK's (R ``lm.fit``) rank tolerance on |r_jj| / ||x_j||, squared for Gram pivots.
-ALIAS_PIVOT_TOL = 1e-14
+#: Equilibrated Gram pivot below which a column counts as aliased in the recursive
+#: residuals. R's QR (``lm.fit``) uses 1e-7 on |r_jj| / ||x_j||, i.e. 1e-14 on this squared
+#: scale, but pivots computed from a Gram matrix carry rounding errors of that size on
+#: exactly singular starts (two dates a whole number of years apart), so engines could
+#: disagree; 1e-10 (as the monitoring fit's SINGULAR_PIVOT_TOL) decides robustly.
+ALIAS_PIVOT_TOL = 1e-10
 
 
 def solve_in_order(gram: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -114,8 +120,8 @@ def roc_history_start(X: np.ndarray, y: np.ndarray, level: float) -> tuple[int, 
     if m < 2:
         return 0, False
     sigma = np.std(w, ddof=1)
-    if not sigma > 0:
-        return 0, False
+    if not sigma > PERFECT_FIT_RTOL * np.max(np.abs(y)):
+        return 0, False  # (near-)exact fit, e.g. a constant series: nothing to test
     process = np.concatenate([[0.0], np.cumsum(w)]) / (sigma * np.sqrt(m))
     j = np.arange(1, m + 1)
     statistic = np.max(np.abs(process[1:]) / (1.0 + 2.0 * j / m))
