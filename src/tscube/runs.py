@@ -287,13 +287,13 @@ def _summarise(record: dict, status_enum, computed_now: int, output) -> RunSumma
 # the run
 
 
+@contextmanager
 def _quiet_zarr():
     """Silence zarr's notes on consolidated metadata (not yet Zarr v3) and on the run record file."""
-    context = warnings.catch_warnings()
-    context.__enter__()
-    warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
-    warnings.filterwarnings("ignore", message=f".*{RECORD_NAME} is not recognized as a component.*")
-    return context
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
+        warnings.filterwarnings("ignore", message=f".*{RECORD_NAME} is not recognized as a component.*")
+        yield
 
 
 class RunLocked(OSError):
@@ -336,40 +336,60 @@ def _create_store(template, store: Path, record: dict) -> None:
     for stale in store.parent.glob(f".{store.name}.tmp-*"):  # left by runs killed while creating it
         _remove(stale)
     tmp = store.with_name(f".{store.name}.tmp-{os.getpid()}")
-    context = _quiet_zarr()
-    try:
+    with _quiet_zarr():
         template.to_zarr(tmp, mode="w-", compute=False, write_empty_chunks=True)
-    finally:
-        context.__exit__(None, None, None)
     _write_json_atomic(tmp / RECORD_NAME, record)
     _remove(store)
     os.replace(tmp, store)
 
 
-def _write_chunk(ds, store: Path, region: dict[str, slice]) -> None:
-    data = ds.drop_vars(list(ds.coords))
-    data.attrs = {}
-    for name in data.data_vars:
-        data[name].attrs = {}
-        data[name].encoding = {}
-    context = _quiet_zarr()
-    try:
-        data.to_zarr(store, region=region, mode="r+", write_empty_chunks=True, consolidated=False)
-    finally:
-        context.__exit__(None, None, None)
+class _StoreWriter:
+    """Writes computed chunks into the arrays of an existing Zarr store, in place.
+
+    Opens the store's arrays once and assigns each variable's block to its region
+    (zarr encodes and compresses it exactly as xarray would: the result variables are
+    plain numbers, stored without CF transformations). Much cheaper per chunk than
+    ``Dataset.to_zarr(region=...)``, which reopens the store and every array each time.
+    """
+
+    def __init__(self, store: Path, names):
+        import zarr
+
+        with _quiet_zarr():
+            group = zarr.open_group(str(store), mode="r+", use_consolidated=False)
+            self.arrays = {name: group[name] for name in names}
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        # one thread per array: zarr's per-call overhead dominates small chunks
+        self._pool = ThreadPoolExecutor(max_workers=max(1, min(8, len(self.arrays))),
+                                        thread_name_prefix="tscube-write")
+
+    def write(self, ds, region: dict[str, slice]) -> None:
+        """Write the variables of the computed chunk ``ds`` into ``region``; returns when all are written."""
+
+        def put(name):
+            array, variable = self.arrays[name], ds[name]
+            selection = tuple(region.get(dim, slice(None)) for dim in variable.dims)
+            values = np.asarray(variable.values)
+            if values.dtype != array.dtype:
+                raise TypeError(f"{name}: computed {values.dtype}, store holds {array.dtype}")
+            array[selection] = values
+
+        list(self._pool.map(put, self.arrays))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
 
 def _finish_store(store: Path, summary: RunSummary) -> None:
     """Add the deterministic summary to the store's attributes and consolidate its metadata."""
     import zarr
 
-    context = _quiet_zarr()
-    try:
-        group = zarr.open_group(str(store), mode="r+")
+    with _quiet_zarr():
+        group = zarr.open_group(str(store), mode="r+", use_consolidated=False)
         group.attrs.update(summary.attrs())
         zarr.consolidate_metadata(str(store))
-    finally:
-        context.__exit__(None, None, None)
 
 
 def _pending(record: dict, grid: ChunkGrid) -> list[int]:
@@ -489,6 +509,17 @@ def _run(template, output: Path, *, command, params, input_id, status_enum, over
     final_record_path = record_path(output)
     pixel_dims = [d for d in template["status"].dims if d != "start"]
     grid = ChunkGrid.of(template, pixel_dims)
+    uneven = [d for d, sizes in zip(grid.dims, grid.chunks)
+              if len(set(sizes[:-1])) > 1 or (len(sizes) > 1 and sizes[-1] > sizes[0])]
+    if uneven:
+        raise ValueError(f"the result's chunks along {', '.join(uneven)} are uneven "
+                         f"({'; '.join(str(grid.chunks[grid.dims.index(d)]) for d in uneven)}): a Zarr store needs "
+                         "equal chunks but a smaller last one; rechunk the input regularly")
+    for name, variable in template.data_vars.items():
+        other = [d for d in variable.dims if d not in pixel_dims and variable.chunks
+                 and len(variable.chunksizes[d]) > 1]
+        if other:
+            raise ValueError(f"{name} is chunked along {', '.join(other)}: only pixel dims may be chunked")
     identity = {"command": command, "params": _jsonable(params), "input": _jsonable(input_id),
                 "grid": grid.as_record(), "version": RECORD_VERSION}
 
@@ -517,13 +548,14 @@ def _run(template, output: Path, *, command, params, input_id, status_enum, over
         from . import config
 
         chunks = _compute_local(template, grid, pending, ahead=int(config.RUN_CHUNKS_AHEAD))
+    writer = _StoreWriter(store, list(template.data_vars))
     bar = tqdm(total=len(grid), initial=len(grid) - len(pending), desc="chunks", unit="chunk", file=sys.stderr,
                disable=not progress, dynamic_ncols=True)
     try:
         for chunk_id, computed in chunks:
             if delay:
                 time.sleep(delay)
-            _write_chunk(computed, store, grid.region(chunk_id))
+            writer.write(computed, grid.region(chunk_id))
             record["finished"][str(chunk_id)] = _chunk_stats(computed, pixel_dims, status_enum)
             session["computed"].append(chunk_id)
             session["seconds"] = round(time.perf_counter() - began, 3)
@@ -531,6 +563,7 @@ def _run(template, output: Path, *, command, params, input_id, status_enum, over
             bar.update(1)
     finally:
         bar.close()
+        writer.close()
     session["seconds"] = round(time.perf_counter() - began, 3)
 
     summary = _summarise(record, status_enum, len(session["computed"]), output)
@@ -553,12 +586,8 @@ def _assemble(store: Path, output: Path) -> None:
 
     from .io import write_result
 
-    context = _quiet_zarr()
-    try:
-        with xr.open_zarr(store, decode_coords="all") as ds:
-            write_result(ds.load(), output)
-    finally:
-        context.__exit__(None, None, None)
+    with _quiet_zarr(), xr.open_zarr(store, decode_coords="all") as ds:
+        write_result(ds.load(), output)
 
 
 def _resume_or_refuse(output: Path, store: Path, final_record_path: Path, identity: dict, overwrite: bool,

@@ -168,13 +168,25 @@ def _pixel_chunks(da, time_dim: str, budget: int | None, bytes_per_value: float)
 
     pixel_dims = [d for d in da.dims if d != time_dim]
     if budget is None:
-        return da.chunk({time_dim: -1, **{d: "auto" for d in pixel_dims}})
-    n_times = da.sizes[time_dim]
-    max_pixels = max(1, int(budget // (n_times * bytes_per_value)))
-    # dask's "auto" chunking aims at a byte size of the *input* array.
-    target = max(1, max_pixels * n_times * da.dtype.itemsize)
-    with dask.config.set({"array.chunk-size": target}):
-        return da.chunk({time_dim: -1, **{d: "auto" for d in pixel_dims}})
+        automatic = da.chunk({time_dim: -1, **{d: "auto" for d in pixel_dims}})
+    else:
+        n_times = da.sizes[time_dim]
+        max_pixels = max(1, int(budget // (n_times * bytes_per_value)))
+        # dask's "auto" chunking aims at a byte size of the *input* array.
+        target = max(1, max_pixels * n_times * da.dtype.itemsize)
+        with dask.config.set({"array.chunk-size": target}):
+            automatic = da.chunk({time_dim: -1, **{d: "auto" for d in pixel_dims}})
+    # "auto" may give uneven chunks (e.g. 294 + 306 rows); make them regular (all equal
+    # but a smaller last one), as Zarr stores need and resumable runs write chunk by chunk.
+    sizes = automatic.chunksizes
+    if all(_is_regular(sizes[d]) for d in pixel_dims):
+        return automatic
+    return da.chunk({time_dim: -1, **{d: max(sizes[d]) for d in pixel_dims}})
+
+
+def _is_regular(chunks) -> bool:
+    """True for chunk sizes that are all equal except a last one that is not larger."""
+    return len(set(chunks[:-1])) <= 1 and (len(chunks) < 2 or chunks[-1] <= chunks[0])
 
 
 def apply_time_series(
