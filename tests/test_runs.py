@@ -254,3 +254,20 @@ def test_a_second_run_into_the_same_output_is_refused(cube, tmp_path):
         assert not out.exists()
         fcntl.flock(held.fileno(), fcntl.LOCK_UN)
     assert tscube(*monitor_args(cube, out)).exit_code == 0
+
+
+def test_pixel_chunks_are_regular_for_zarr():
+    """dask's "auto" can split 600 rows as 294 + 306; results need equal chunks (but a smaller last one)."""
+    import dask.array
+
+    from tscube.xr import _is_regular, _pixel_chunks
+
+    da = xr.DataArray(dask.array.zeros((92, 600, 800), dtype=np.float32, chunks=(1, 256, 256)),
+                      dims=("time", "y", "x"))
+    for budget in (512e6, 64e6, 7e6):
+        chunked = _pixel_chunks(da, "time", int(budget), 40.0)
+        assert chunked.chunksizes["time"] == (92,)
+        for dim in ("y", "x"):
+            assert _is_regular(chunked.chunksizes[dim]), (budget, chunked.chunksizes)
+        pixels = max(chunked.chunksizes["y"]) * max(chunked.chunksizes["x"])
+        assert pixels * 92 * 40 <= budget * 1.05  # the memory bound still holds
