@@ -1,23 +1,28 @@
 """Multi-core CPU engine of BFAST Monitor: numba kernels, parallel over pixel blocks.
 
-Same outputs and status codes as :mod:`tscube.bfast._reference`, organised for speed:
+Same outputs and status codes as :mod:`tscube.bfast._reference`, organised for speed.
+Per pixel the work is Algorithm 1 of the BFAST GPU paper: masked Gram ``X'X`` and ``X'y``
+of the history, an equilibrated Cholesky solve (singular designs flagged), residuals,
+sigma, the OLS-MOSUM process by a running window sum over the valid observations, its
+boundary, the first crossing, the median monitoring residual (selection, not a sort) and
+the mean of the process. Three formulations (``config.CPU_BFAST_GRAM``), recorded side
+by side by ``benchmarks/bfast_monitor.py``; :data:`DEFAULT_GRAM` is the fastest there:
 
-* The cube is read once, time-major as it is stored: each thread takes a block of
-  ``config.CPU_BLOCK_PIXELS`` pixels and transposes it into a private buffer, compacting
-  every pixel's valid observations (FILTERMISSING with prefix-sum indices).
-* Per pixel (Algorithm 1): masked Gram ``X'X`` and ``X'y`` of the history, an equilibrated
-  Cholesky solve (singular designs flagged), residuals of the valid observations, sigma,
-  the OLS-MOSUM process by a running window sum, boundary, first crossing, the median
-  monitoring residual by selection (not a full sort), the mean of the process.
-* Three formulations (``config.CPU_BFAST_GRAM``), recorded side by side by the benchmark;
-  :data:`DEFAULT_GRAM` is the fastest on our machines:
-
-  - ``"fused"``: one pixel at a time, everything in one loop over its compacted series;
-  - ``"simd"``: blocks of pixels processed date by date with the pixels as SIMD lanes
-    (masked Gram as ``G[:, q] += m[t, q] vec(x_t x_t')``, residuals likewise), each pixel's
-    valid residuals compacted into a private buffer for the sequential MOSUM tail;
-  - ``"blas"``: as "simd", but the masked Gram of all pixels is one matrix product of the
-    table of outer products ``x_t x_t'`` with the 0/1 validity mask (BLAS GEMM).
+- ``"simd"`` (default): each worker streams blocks of ``config.CPU_BLOCK_PIXELS`` pixels
+  with the pixels as SIMD lanes. The block is read once, date by date as the cube is
+  stored, into float64 buffers (value and 0/1 validity, branch-free: cloud masks are
+  random). The masked Gram is ``G[:, q] += sum_t m[t, q] vec(x_t x_t')`` in register tiles
+  of four dates; the solves run over all lanes at once; residuals and sums likewise.
+  Each pixel's valid residuals (the monitoring ones and the last ``window - 1`` of the
+  history) are then compacted in one pass over the dates for all lanes, and each pixel
+  runs its sequential MOSUM tail on its compacted row. With several monitoring starts
+  the block is read once and, when every pixel shares the history start ("all",
+  "fixed"), the Gram tiles of the earlier start are extended rather than recomputed
+  (same sums in the same order, so each start's result equals a call with that start).
+- ``"blas"``: as "simd", but the masked Gram matrices of all pixels come from BLAS
+  (``table of x_t x_t'`` times the 0/1 validity mask, NumPy ``matmul`` over chunks of
+  pixels, outside the numba kernels so that BLAS threads and numba threads never nest).
+- ``"fused"``: one pixel at a time, everything in one loop over its compacted series.
 
 Everything that decides a break (Gram, X'y, residual sums of squares, MOSUM sums) is
 accumulated in float64, whatever the input dtype. Threads follow numba's settings
@@ -840,7 +845,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     )
     if gram == "fused":
         _monitor_kernel(
-            values, nodata, plan.nodata is not None, X, plan.axis.time, first_hist, monitor_begin,
+            values, nodata, has_nodata, X, plan.axis.time, first_hist, monitor_begin,
             plan.h, plan.critval, int(config.CPU_BLOCK_PIXELS), *outputs,
         )
     else:
@@ -852,7 +857,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
             Gpre = np.empty((S, XX.shape[1], n_pixels))
             bpre = np.empty((S, k, n_pixels))
             for s in range(S):
-                Gpre[s], bpre[s] = masked_gram_blas(values, plan.nodata, X, XX, plan.history_begin, int(monitor_begin[s]))
+                Gpre[s], bpre[s] = masked_gram_blas(values, nodata if has_nodata else None, X, XX, plan.history_begin, int(monitor_begin[s]))
         else:
             Gpre = bpre = np.empty((S, 1, 1))
         block = max(1, int(config.CPU_BLOCK_PIXELS))
@@ -860,7 +865,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
         order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
         _monitor_simd_kernel(
-            values, nodata, plan.nodata is not None, X, XX, plan.axis.time, first_hist, order,
+            values, nodata, has_nodata, X, XX, plan.axis.time, first_hist, order,
             monitor_begin, plan.h, plan.critval, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
             *outputs,
         )
