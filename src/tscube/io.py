@@ -170,9 +170,12 @@ def _check_dates(dates: pd.DatetimeIndex, labels: list[str], what: str) -> None:
 
 def _chunked(da, memory, time_dim="time"):
     """Rechunk ``da``: time in one chunk, pixel chunks sized by the ``memory`` budget."""
-    from .xr import _pixel_chunks, parse_memory
+    from .xr import _pixel_chunks, chunks_fit, parse_memory
 
-    return _pixel_chunks(da, time_dim, parse_memory(memory), BYTES_PER_VALUE)
+    budget = parse_memory(memory)
+    if chunks_fit(da, time_dim, budget, BYTES_PER_VALUE):
+        return da
+    return _pixel_chunks(da, time_dim, budget, BYTES_PER_VALUE)
 
 
 def _block_shape(n_times: int, rows: int, cols: int, memory) -> tuple[int, int]:
@@ -301,10 +304,16 @@ def _open_folder(folder: Path, date_pattern, memory):
 def _open_multiband(path: Path, dates, memory):
     import rasterio
 
-    da = _open_geotiff(path)
-    with rasterio.open(path) as src:
-        descriptions = list(src.descriptions)
-        band_tags = [src.tags(i + 1) for i in range(src.count)]
+    try:
+        with rasterio.open(path) as src:
+            descriptions = list(src.descriptions)
+            band_tags = [src.tags(i + 1) for i in range(src.count)]
+            n_bands, height, width = src.count, src.height, src.width
+    except rasterio.errors.RasterioIOError as exc:
+        raise CubeError(f"cannot read {path.name} as a GeoTIFF ({str(exc).splitlines()[0]})") from None
+    # read by the pixel blocks of the final chunks (all bands each), never the whole file at once
+    rows, cols = _block_shape(n_bands, height, width, memory)
+    da = _open_geotiff(path, chunks={"band": -1, "y": rows, "x": cols})
     if dates is None:
         dates = _band_dates(descriptions, band_tags)
         if dates is None:

@@ -184,6 +184,26 @@ def _pixel_chunks(da, time_dim: str, budget: int | None, bytes_per_value: float)
     return da.chunk({time_dim: -1, **{d: max(sizes[d]) for d in pixel_dims}})
 
 
+def chunks_fit(da, time_dim: str, budget: int | None, bytes_per_value: float) -> bool:
+    """True when ``da`` is dask-backed with time in one chunk, regular pixel chunks, each within ``budget``.
+
+    Such an array is used as it is: rechunking it would only cost reads (and, in
+    chunk-by-chunk runs, misalign the result's chunks with the input's).
+    """
+    if da.chunks is None:
+        return False
+    sizes = da.chunksizes
+    if len(sizes[time_dim]) != 1:
+        return False
+    pixel_dims = [d for d in da.dims if d != time_dim]
+    if not all(_is_regular(sizes[d]) for d in pixel_dims):
+        return False
+    if budget is None:
+        return True
+    pixels = int(np.prod([max(sizes[d]) for d in pixel_dims], dtype=np.int64))
+    return pixels * da.sizes[time_dim] * bytes_per_value <= budget
+
+
 def _is_regular(chunks) -> bool:
     """True for chunk sizes that are all equal except a last one that is not larger."""
     return len(set(chunks[:-1])) <= 1 and (len(chunks) < 2 or chunks[-1] <= chunks[0])
@@ -249,7 +269,7 @@ def apply_time_series(
                 stacklevel=3,
             )
             da = _pixel_chunks(da, time_dim, budget, bytes_per_value)
-        elif budget is not None:
+        elif budget is not None and not chunks_fit(da, time_dim, budget, bytes_per_value):
             da = _pixel_chunks(da, time_dim, budget, bytes_per_value)
     elif budget is not None or client is not None:
         da = _pixel_chunks(da, time_dim, budget, bytes_per_value)
