@@ -81,7 +81,7 @@ def uninterrupted(cube, tmp_path_factory):
     """Outputs of uninterrupted runs (.zarr and .tif)."""
     folder = tmp_path_factory.mktemp("uninterrupted")
     outputs = {}
-    for suffix in (".zarr", ".tif"):
+    for suffix in (".zarr", ".tif", ".nc"):
         out = folder / f"breaks{suffix}"
         result = tscube(*monitor_args(cube, out))
         assert result.exit_code == 0, result.output
@@ -140,7 +140,7 @@ def _run_and_kill(args: list, record: Path, env: dict) -> int:
         process.stderr.close()
 
 
-@pytest.mark.parametrize("suffix", [".zarr", ".tif"])
+@pytest.mark.parametrize("suffix", [".zarr", ".tif", ".nc"])
 def test_killed_run_resumes_to_byte_identical_output(cube, uninterrupted, tmp_path, suffix):
     input_hash = sha256(cube[0])
     out = tmp_path / f"breaks{suffix}"
@@ -153,8 +153,8 @@ def test_killed_run_resumes_to_byte_identical_output(cube, uninterrupted, tmp_pa
     n_chunks = int(np.prod([len(c) for c in killed["grid"]["chunks"]]))
     assert 1 <= n_finished < n_chunks
     assert not killed["complete"]
-    if suffix == ".tif":
-        assert not out.exists()  # the .tif is only assembled at the end
+    if suffix != ".zarr":
+        assert not out.exists()  # a .tif or .nc is only assembled at the end
 
     result = tscube(*args)  # the same arguments again
     assert result.exit_code == 0, result.output

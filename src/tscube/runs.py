@@ -587,7 +587,7 @@ def _assemble(store: Path, output: Path) -> None:
     from .io import write_result
 
     with _quiet_zarr(), xr.open_zarr(store, decode_coords="all") as ds:
-        write_result(ds, output)  # NetCDF streams the chunks; GeoTIFF computes its band stack
+        write_result(ds.load(), output)  # in memory: HDF5 written from threaded dask chunks is not byte-stable
 
 
 def _resume_or_refuse(output: Path, store: Path, final_record_path: Path, identity: dict, overwrite: bool,
