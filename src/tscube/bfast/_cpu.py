@@ -634,7 +634,7 @@ def _pixel_tail(
 
 @njit(cache=True, fastmath=_FAST)
 def _monitor_block(
-    values, p0, width, nodata, has_nodata, X, XX, time, first_hist, order, monitor_begin, h, critval,
+    T, p0, width, X, XX, time, first_hist, order, monitor_begin, h, critval,
     use_pre, Gpre, bpre,
     W, Y, M, Ym, E, Gacc, xyacc, G, xy, D, L, beta, vec, ivec, C, sel,
     status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
@@ -644,9 +644,10 @@ def _monitor_block(
 
     The block is read once; per start (in increasing order), the masked Gram is extended
     from the previous start's tiles when the history start is shared, the solves run
-    over all lanes at once, then each pixel runs its sequential MOSUM tail.
+    over all lanes at once, then each pixel runs its sequential MOSUM tail. The block
+    comes loaded (:func:`_load_block`, counts in ``vec[0]``, ``vec[1]``), so that this
+    function is compiled once whatever the input dtype.
     """
-    T = values.shape[0]
     k = X.shape[1]
     kk = XX.shape[1]
     lanes = W.shape[1]
@@ -658,7 +659,6 @@ def _monitor_block(
     mcount = vec[5]
     ok = vec[6]
     tmp = vec[7]
-    _load_block(values, p0, width, nodata, has_nodata, W, Y, nvalid, ninf)
     shared_from = -1  # history start shared by every lane of the previous start, if any
     t_tiles = 0
     for i in range(order.shape[0]):
@@ -780,8 +780,10 @@ def _monitor_simd_kernel(
         sel = np.empty(2 * T)
         for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             p0 = ib * block
+            width = min(P, p0 + block) - p0
+            _load_block(values, p0, width, nodata, has_nodata, W, Y, vec[0], vec[1])
             _monitor_block(
-                values, p0, min(P, p0 + block) - p0, nodata, has_nodata, X, XX, time, first_hist, order,
+                T, p0, width, X, XX, time, first_hist, order,
                 monitor_begin, h, critval, use_pre, Gpre, bpre,
                 W, Y, M, Ym, E, Gacc, xyacc, G, xy, D, L, beta, vec, ivec, C, sel,
                 status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
