@@ -9,6 +9,7 @@ Zarr) and :mod:`tscube.datasets` (synthetic cubes).
 from importlib.metadata import PackageNotFoundError, version
 
 from .bfast import BfastMonitorResult, BfastStatus, bfast_monitor
+from .plot import plot_pixel
 from .stl import StlResult, StlStatus, stl
 
 try:
@@ -16,4 +17,4 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "bfast_monitor", "BfastMonitorResult", "BfastStatus", "stl", "StlResult", "StlStatus"]
+__all__ = ["__version__", "bfast_monitor", "BfastMonitorResult", "BfastStatus", "stl", "StlResult", "StlStatus", "plot_pixel"]

@@ -10,8 +10,9 @@ _DEFAULTS = dict(
     # cpu engines: pixels per block streamed through the numba kernels. A block's
     # working set (block × T × 8 bytes) should fit in the L2/L3 cache.
     CPU_BLOCK_PIXELS=64,
-    # cpu BFAST Monitor: how the masked history Gram matrices are formed, "fused" (in the
-    # per-pixel loop) or "blas" (one matrix product per chunk); None = the engine's default.
+    # cpu BFAST Monitor formulation: "simd" (pixel blocks as SIMD lanes, the default),
+    # "blas" (the same with the masked Gram matrices by one BLAS product) or "fused" (one
+    # pixel at a time); None = the engine's default (tscube.bfast._cpu.DEFAULT_GRAM).
     CPU_BFAST_GRAM=None,
     # cuda engines: threads per block for 1-D kernels, and register-tile sizes of the
     # batched masked Gram kernel.

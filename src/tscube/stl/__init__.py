@@ -55,6 +55,13 @@ class StlResult:
     params: StlParams
     engine: str
 
+    def plot(self, **kwargs):
+        """Trend-slope and seasonal-amplitude maps of a 2-D result
+        (:func:`tscube.plot.stl_maps`); returns the figure."""
+        from ..plot import stl_maps
+
+        return stl_maps(self, **kwargs)
+
 
 def _decimal_years(dates, n_times: int) -> np.ndarray:
     """Dates as float years: datetime-like as 1970 + days since 1970-01-01 / 365.25."""
