@@ -54,6 +54,30 @@ def test_cpu_equals_reference_with_gaps(kw, n_times, period):
     np.testing.assert_array_equal(np.isnan(cpu.remainder[:, ok]), np.isnan(cube[:, ok]))
 
 
+
+@pytest.mark.parametrize("kw", [
+    dict(seasonal=7, seasonal_jump=2, trend_jump=3, low_pass_jump=2),
+    dict(seasonal=9, seasonal_deg=0, low_pass_deg=0, robust=True, inner_iter=1, outer_iter=3),
+], ids=["plain", "robust"])
+def test_cpu_blocks_of_gap_free_series_equal_reference(kw):
+    """More gap-free series than one block (plus a short block), mixed with gappy ones,
+    an outlier burst that zeroes robustness weights and a constant series."""
+    n_times, period, n_series = 61, 6, 60
+    rng = np.random.default_rng(11)
+    t = np.arange(n_times)[:, None]
+    cube = (5 + 0.01 * t + np.sin(2 * np.pi * t / period + rng.uniform(0, 6, n_series))
+            + 0.3 * rng.standard_t(2, (n_times, n_series)))
+    cube[rng.random((n_times, n_series)) < 0.1 * (np.arange(n_series) % 3 == 0)] = np.nan
+    cube[10:16, 4] = 1e3
+    cube[:, 5] = 0.0
+    ref = stl(cube, period, engine="reference", **kw)
+    cpu = stl(cube, period, engine="cpu", **kw)
+    np.testing.assert_array_equal(cpu.status, ref.status)
+    assert (ref.status == StlStatus.OK).all()
+    for name in ("seasonal", "trend", "weights"):
+        np.testing.assert_allclose(getattr(cpu, name), getattr(ref, name), rtol=0, atol=1e-9,
+                                   err_msg=name)
+
 def test_statuses_per_series():
     period, n_times = 6, 60
     cube = _gappy_cube(n_times, period, 6, seed=3)

@@ -455,7 +455,7 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
     (n, p, ns, nt, nl, isdeg, itdeg, ildeg, nsjump, ntjump, nljump, ni, no, periodic,
      flavor) = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8],
                 prm[9], prm[10], prm[11], prm[12], prm[13], prm[14])
-    nv = 0
+    nv = np.int64(0)
     for i in range(n):
         valid[i] = np.isfinite(y[i])
         if valid[i]:
@@ -491,7 +491,10 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
         trend[i] = 0.0
         seasonal[i] = 0.0
         rw[i] = 1.0
-    use_w = False  # weights are all 1 until the first robustness update
+    # constants as plain (non-literal) values: one compiled specialisation per callee
+    zero, one, three, minus_one = np.int64(0), np.int64(1), np.int64(3), np.int64(-1)
+    yes, no_ = np.bool_(True), np.bool_(False)
+    use_w = no_  # weights are all 1 until the first robustness update
     n_passes = no + 1
     for pass_index in range(n_passes):
         for _ in range(ni):
@@ -513,24 +516,24 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
                     for i in range(k):
                         sub_y[i] = work_d[i * p + j]
                         sub_w[i] = rw[i * p + j]
-                    _loess(sub_y, sub_w, use_w, 0, 1, sub_xv, sub_start[j], knv, knv == k, k, ns,
-                           isdeg, nsjump, flavor, True, cycle, j, p, fbuf, sbuf, tables[0])
+                    _loess(sub_y, sub_w, use_w, zero, one, sub_xv, sub_start[j], knv, knv == k, k,
+                           ns, isdeg, nsjump, flavor, yes, cycle, j, p, fbuf, sbuf, tables[0])
             _moving_average(cycle, n + 2 * p, p, ma1)
             _moving_average(ma1, n + p + 1, p, ma2)
-            _moving_average(ma2, n + 2, 3, work_d)
+            _moving_average(ma2, n + 2, three, work_d)
             # stlplus quirk: the low-pass uses valid positions only, robustness-weighted
             lp_plus = flavor == _STLPLUS
-            _loess(work_d, rw, use_w and lp_plus, 0, 1, xv, 0, nv if lp_plus else n,
-                   complete or not lp_plus, n, nl, ildeg, nljump, flavor, False, low, -1, 1,
-                   fbuf, sbuf, tables[2])
+            _loess(work_d, rw, use_w and lp_plus, zero, one, xv, zero, nv if lp_plus else n,
+                   complete or not lp_plus, n, nl, ildeg, nljump, flavor, no_, low, minus_one,
+                   one, fbuf, sbuf, tables[2])
             for i in range(n):
                 seasonal[i] = cycle[p + i] - low[i]
                 work_d[i] = y[i] - seasonal[i]
-            _loess(work_d, rw, use_w, 0, 1, xv, 0, nv, complete, n, nt, itdeg, ntjump, flavor,
-                   False, trend, -1, 1, fbuf, sbuf, tables[1])
+            _loess(work_d, rw, use_w, zero, one, xv, zero, nv, complete, n, nt, itdeg, ntjump,
+                   flavor, no_, trend, minus_one, one, fbuf, sbuf, tables[1])
         if no > 0 and (flavor == _STLPLUS or pass_index < n_passes - 1):
             _robustness_weights(y, seasonal, trend, valid, n, flavor, rw, resid)
-            use_w = True
+            use_w = yes
     if periodic and flavor == _STATSMODELS:  # R stl: seasonal replaced by its cycle means
         for j in range(p):
             k = (n - 1 - j) // p + 1
@@ -547,10 +550,204 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
     return _OK
 
 
+# Gap-free series of the statsmodels flavour are decomposed up to BLOCK at a time, stored
+# as (time, series) so that every loop over the block is a SIMD loop across series: they
+# share the loess tables, and each evaluation applies one kernel row to all of them. The
+# width is a run-time value (a constant trip count would be unrolled, not vectorised) and
+# large enough to amortise the vectoriser's run-time aliasing checks.
+BLOCK = 32
+
+
+@njit(cache=True, fastmath=_FAST)
+def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, extend, out,
+                 out_row0, fbuf, acc, tab):
+    """``_loess`` (statsmodels flavour, tabled gap-free window, degree <= 1) of the BLOCK
+    columns of ``vals``: position t at row ``row0 + (t - 1) * stride``, its fit written to
+    row ``out_row0 + t * stride`` of ``out`` (t = 0 and n_full + 1 too if ``extend``)."""
+    width = vals.shape[1]  # a run-time trip count: LLVM vectorises these loops
+    jump = min(jump, max(n_full - 1, 1))
+    n_eval = (n_full - 1) // jump + 1
+    if (n_eval - 1) * jump + 1 != n_full:
+        n_eval += 1
+    n_total = n_eval + 2 if extend else n_eval
+    half = (window - 1) // 2
+    threshold = 0.001 * (n_full - 1)
+    for e in range(n_total):
+        if e < n_eval:
+            m = min(1 + e * jump, n_full)
+        else:
+            m = 0 if e == n_eval else n_full + 1
+        mirror = False
+        if m <= half:
+            row = m
+            lo = 0
+        elif m <= n_full - half:
+            row = half + 1
+            lo = m - 1 - half
+        else:
+            row = n_full + 1 - m
+            lo = n_full - window
+            mirror = True
+        for a in range(5):
+            for b in range(width):
+                acc[a, b] = 0.0
+        if use_w:  # tricube times robustness weights: weighted moments per series
+            for i in range(window):
+                ii = window - 1 - i if mirror else i
+                tri = tab[_TRI, row, ii]
+                v = -tab[_OFFSET, row, ii] if mirror else tab[_OFFSET, row, ii]
+                r = row0 + (lo + i) * stride
+                for b in range(width):
+                    wt = tri * rw[r, b]
+                    wv = wt * v
+                    yv = vals[r, b]
+                    acc[0, b] += wt
+                    acc[1, b] += wv
+                    acc[2, b] += wv * v
+                    acc[3, b] += wt * yv
+                    acc[4, b] += wv * yv
+            h = tab[_SCALARS, row, 0]
+            nearest = row0 + min(max(m - 1, 0), n_full - 1) * stride
+            for b in range(width):
+                s0 = acc[0, b]
+                if s0 > 0.0:
+                    t0 = acc[3, b] / s0
+                    value = t0
+                    if deg == 1:
+                        m1 = acc[1, b] / s0
+                        var = acc[2, b] / s0 - m1 * m1
+                        t1 = acc[4, b] / s0
+                        if var > 0.0 and h * np.sqrt(var) > threshold:
+                            value = t0 - m1 * (t1 - m1 * t0) / var
+                elif e < n_eval:  # no weight: the nearest value (statsmodels)
+                    value = vals[nearest, b]
+                else:
+                    value = np.nan
+                fbuf[e, b] = value
+        else:  # a fixed linear filter
+            kind = _VALUE
+            if deg == 0 or not tab[_SCALARS, row, 1] > threshold:
+                kind = _MEAN
+            for i in range(window):
+                c = tab[kind, row, window - 1 - i] if mirror else tab[kind, row, i]
+                r = row0 + (lo + i) * stride
+                for b in range(width):
+                    acc[0, b] += c * vals[r, b]
+            for b in range(width):
+                fbuf[e, b] = acc[0, b]
+    if jump == 1:
+        for e in range(n_full):
+            for b in range(width):
+                out[out_row0 + (e + 1) * stride, b] = fbuf[e, b]
+    else:  # linear interpolation
+        for e in range(n_eval - 1):
+            m0 = 1 + e * jump
+            m1 = min(m0 + jump, n_full)
+            for b in range(width):
+                acc[0, b] = (fbuf[e + 1, b] - fbuf[e, b]) / (m1 - m0)
+            for t in range(m0, m1):
+                for b in range(width):
+                    out[out_row0 + t * stride, b] = fbuf[e, b] + acc[0, b] * (t - m0)
+        for b in range(width):
+            out[out_row0 + n_full * stride, b] = fbuf[n_eval - 1, b]
+    if extend:
+        for b in range(width):
+            f0 = fbuf[n_eval, b]
+            f1 = fbuf[n_eval + 1, b]
+            if not np.isfinite(f0):
+                f0 = out[out_row0 + stride, b]
+            if not np.isfinite(f1):
+                f1 = out[out_row0 + n_full * stride, b]
+            out[out_row0, b] = f0
+            out[out_row0 + (n_full + 1) * stride, b] = f1
+
+
+@njit(cache=True, fastmath=_FAST)
+def _block_moving_average(x, n, length, ave, acc):
+    """``_moving_average`` of the BLOCK columns of x[:n]."""
+    width = x.shape[1]
+    for b in range(width):
+        acc[0, b] = 0.0
+    for i in range(length):
+        for b in range(width):
+            acc[0, b] += x[i, b]
+    for b in range(width):
+        ave[0, b] = acc[0, b] / length
+    for j in range(1, n - length + 1):
+        for b in range(width):
+            acc[0, b] += x[j + length - 1, b] - x[j - 1, b]
+            ave[j, b] = acc[0, b] / length
+
+
+@njit(cache=True)
+def _decompose_block(y, prm, seasonal, trend, rw, status, work_d, cycle, ma1, ma2, low,
+                     fbuf, acc, resid, tables):
+    """``_decompose_one`` of BLOCK gap-free series (columns of y), statsmodels flavour."""
+    n, p, ns, nt, nl = prm[0], prm[1], prm[2], prm[3], prm[4]
+    isdeg, itdeg, ildeg, nsjump, ntjump, nljump = prm[5], prm[6], prm[7], prm[8], prm[9], prm[10]
+    ni, no = prm[11], prm[12]
+    width = y.shape[1]
+    for i in range(n):
+        for b in range(width):
+            trend[i, b] = 0.0
+            rw[i, b] = 1.0
+    # constants as plain (non-literal) values: one compiled specialisation per callee
+    zero, one, three, minus_one = np.int64(0), np.int64(1), np.int64(3), np.int64(-1)
+    yes, no_ = np.bool_(True), np.bool_(False)
+    use_w = no_
+    n_passes = no + 1
+    for pass_index in range(n_passes):
+        for _ in range(ni):
+            for i in range(n):
+                for b in range(width):
+                    work_d[i, b] = y[i, b] - trend[i, b]
+            for j in range(p):
+                _block_loess(work_d, rw, use_w, j, p, (n - 1 - j) // p + 1, ns, isdeg, nsjump,
+                             yes, cycle, j, fbuf, acc, tables[0])
+            _block_moving_average(cycle, n + 2 * p, p, ma1, acc)
+            _block_moving_average(ma1, n + p + 1, p, ma2, acc)
+            _block_moving_average(ma2, n + 2, three, work_d, acc)
+            _block_loess(work_d, rw, no_, zero, one, n, nl, ildeg, nljump, no_, low, minus_one,
+                         fbuf, acc, tables[2])
+            for i in range(n):
+                for b in range(width):
+                    seasonal[i, b] = cycle[p + i, b] - low[i, b]
+                    work_d[i, b] = y[i, b] - seasonal[i, b]
+            _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, trend, minus_one,
+                         fbuf, acc, tables[1])
+        if no > 0 and pass_index < n_passes - 1:
+            for b in range(width):  # statsmodels robustness weights, per series
+                for i in range(n):
+                    resid[i] = abs(y[i, b] - seasonal[i, b] - trend[i, b])
+                cmad = 3.0 * _two_order_statistics(resid, n, n - n // 2 - 1, n // 2)
+                for i in range(n):
+                    r = abs(y[i, b] - seasonal[i, b] - trend[i, b])
+                    if cmad == 0.0 or r <= 0.001 * cmad:
+                        rw[i, b] = 1.0
+                    elif r <= 0.999 * cmad:
+                        rw[i, b] = (1.0 - (r / cmad) ** 2) ** 2
+                    else:
+                        rw[i, b] = 0.0
+            use_w = yes
+    for b in range(width):
+        status[b] = _OK
+        for i in range(n):
+            if not (np.isfinite(seasonal[i, b]) and np.isfinite(trend[i, b])):
+                status[b] = _FIT_FAILED
+                for t in range(n):
+                    seasonal[t, b] = trend[t, b] = rw[t, b] = np.nan
+                break
+
+
 @njit(parallel=True, cache=True)
-def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables):
+def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables, order,
+                     n_blocked):
+    """STL of series ``order[k]``: the first ``n_blocked`` (gap-free, block-eligible) BLOCK
+    at a time, the others one by one."""
     n_series, n = data.shape
     p = prm[1]
+    n_blocks = (n_blocked + BLOCK - 1) // BLOCK
+    n_single = n_series - n_blocked
     for c in prange(n_chunks):
         valid = np.empty(n, dtype=np.bool_)
         xv = np.empty(n, dtype=np.int64)
@@ -567,9 +764,41 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tabl
         resid = np.empty(n, dtype=np.float64)
         sub_y = np.empty(n // p + 1, dtype=np.float64)
         sub_w = np.empty(n // p + 1, dtype=np.float64)
-        start = c * n_series // n_chunks
-        stop = (c + 1) * n_series // n_chunks
-        for s in range(start, stop):
+        block_first = c * n_blocks // n_chunks
+        block_stop = (c + 1) * n_blocks // n_chunks
+        width = 0
+        for block in range(block_first, block_stop):
+            if width != min(BLOCK, n_blocked - block * BLOCK):  # first or short last block
+                width = min(BLOCK, n_blocked - block * BLOCK)
+                y_b = np.empty((n, width))
+                seasonal_b = np.empty((n, width))
+                trend_b = np.empty((n, width))
+                rw_b = np.empty((n, width))
+                status_b = np.empty(width, dtype=np.int64)
+                work_b = np.empty((n + 2, width))
+                cycle_b = np.empty((n + 2 * p, width))
+                ma1_b = np.empty((n + p + 1, width))
+                ma2_b = np.empty((n + 2, width))
+                low_b = np.empty((n, width))
+                fbuf_b = np.empty((n + 2, width))
+                acc = np.empty((5, width))
+            for b in range(width):
+                s = order[block * BLOCK + b]
+                for i in range(n):
+                    y_b[i, b] = data[s, i]
+            _decompose_block(y_b, prm, seasonal_b, trend_b, rw_b, status_b, work_b, cycle_b,
+                             ma1_b, ma2_b, low_b, fbuf_b, acc, resid, tables)
+            for b in range(width):
+                s = order[block * BLOCK + b]
+                status[s] = status_b[b]
+                for i in range(n):
+                    seasonal[s, i] = seasonal_b[i, b]
+                    trend[s, i] = trend_b[i, b]
+                    weights[s, i] = rw_b[i, b]
+        start = n_blocked + c * n_single // n_chunks
+        stop = n_blocked + (c + 1) * n_single // n_chunks
+        for k in range(start, stop):
+            s = order[k]
             status[s] = _decompose_one(data[s], prm, seasonal[s], trend[s], weights[s], valid,
                                        xv, sub_xv, sub_start, sub_nv, work_d, cycle, ma1, ma2,
                                        low, fbuf, sbuf, resid, tables, sub_y, sub_w)
@@ -588,6 +817,23 @@ def _tables(codes):
     return tables
 
 
+def _block_eligible(codes, tables):
+    """Whether gap-free series can take the block path: statsmodels flavour, not
+    periodic, degrees <= 1 and every window tabled, non-singular and no longer than the
+    (shortest cycle-sub)series."""
+    n, period = codes[0], codes[1]
+    if codes[14] != _STATSMODELS or codes[13] or max(codes[5:8]) > 1:
+        return False
+    for index, (window, deg) in enumerate(zip(codes[2:5], codes[5:8])):
+        length = n // period if index == 0 else n
+        if window > min(length, TABLE_MAX_WINDOW) or window < 1:
+            return False
+        half = (window - 1) // 2
+        if deg == 1 and not (tables[index, _SCALARS, : half + 2, 2] > 0.0).all():
+            return False
+    return True
+
+
 def decompose(data, prm: StlParams):
     """cpu engine: ``data`` is ``(n_series, T)`` float64 with NaN for missing."""
     n_series, n = data.shape
@@ -600,7 +846,15 @@ def decompose(data, prm: StlParams):
     weights = np.empty((n_series, n))
     status = np.empty(n_series, dtype=np.int8)
     if n_series:
+        data = np.ascontiguousarray(data, dtype=np.float64)
+        tables = _tables(codes)
+        order = np.arange(n_series)
+        n_blocked = 0
+        if _block_eligible(codes, tables):
+            gap_free = np.isfinite(data).all(axis=1)
+            order = np.concatenate([np.flatnonzero(gap_free), np.flatnonzero(~gap_free)])
+            n_blocked = int(gap_free.sum())
         n_chunks = min(n_series, 8 * numba.get_num_threads())
-        _decompose_batch(np.ascontiguousarray(data, dtype=np.float64), codes, seasonal, trend,
-                         weights, status, n_chunks, _tables(codes))
+        _decompose_batch(data, codes, seasonal, trend, weights, status, n_chunks, tables, order,
+                         n_blocked)
     return seasonal, trend, weights, status
