@@ -15,21 +15,12 @@ import argparse
 import json
 import os
 import platform
-import time
 
 import numpy as np
 
 import tscube
+from bfast_monitor import best_of as best_time  # benchmarks/bfast_monitor.py, same folder
 from tscube.datasets import make_cube
-
-
-def best_time(func, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - began)
-    return min(times)
 
 
 def main() -> None:
