@@ -60,7 +60,7 @@ def cube(tmp_path_factory):
 
 def monitor_args(cube, output, *extra):
     path, _, dates = cube
-    return ["monitor", path, "--start", f"{dates[40]:%Y-%m-%d}", "--freq", 23, "-o", output,
+    return ["monitor", path, "--start", f"{dates[40]:%Y-%m-%d}", "--freq", 23, "--history", "all", "-o", output,
             "--engine", "reference", "--memory", "24kB", "--no-progress", *extra]
 
 
