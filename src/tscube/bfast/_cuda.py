@@ -20,7 +20,7 @@ import threading
 import numpy as np
 
 from .. import config
-from .plan import MonitorPlan
+from .plan import MonitorPlan, kernel_nodata
 from .result import empty_outputs
 
 #: One run at a time per process: each run sizes its chunks by the free device memory, so
@@ -63,28 +63,11 @@ def _require_cuda():
     )
 
 
-def _comparable_nodata(dtype: np.dtype, nodata: float | None) -> float:
-    """``nodata`` as the kernels compare it against float64 values.
-
-    NumPy compares a float array with a Python float in the array's dtype, so for
-    float32 data ``nodata`` is rounded to float32 first; integer data compare in float64.
-    """
-    if nodata is None:
-        return 0.0
-    if dtype.kind == "f":
-        with np.errstate(over="ignore"):
-            return float(np.asarray(nodata).astype(dtype))
-    return float(nodata)
-
-
 def _cpu_selection(values: np.ndarray, plan: MonitorPlan):
     """Per-pixel ROC/BP history selection of the cpu engine: ``(first index, flags)``."""
-    try:
-        from ._cpu_history import history_first
+    from ._cpu_history import history_first
 
-        return history_first(values, plan)
-    except (ImportError, NotImplementedError) as exc:
-        raise ValueError(f"history={plan.history!r} is not supported by the cuda engine yet") from exc
+    return history_first(values, plan)
 
 
 def _history_begin(plan: MonitorPlan, n_pixels: int, history_begin) -> np.ndarray:
@@ -218,8 +201,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all) -> dict[str, np.ndarra
     if n_pixels == 0 or n_dates == 0:
         return outputs
 
-    has_nodata = plan.nodata is not None
-    nodata = _comparable_nodata(values.dtype, plan.nodata)
+    nodata, has_nodata = kernel_nodata(values, plan.nodata)
     if values.dtype not in _DEVICE_DTYPES:
         values = values.astype(np.float64)
     raw_dtype = values.dtype

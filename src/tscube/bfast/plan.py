@@ -82,5 +82,6 @@ def kernel_nodata(values: np.ndarray, nodata: float | None) -> tuple[float, bool
     if nodata is None:
         return 0.0, False
     if np.issubdtype(values.dtype, np.floating):
-        return float(values.dtype.type(nodata)), True
+        with np.errstate(over="ignore"):  # a nodata beyond the dtype's range matches nothing
+            return float(np.asarray(nodata).astype(values.dtype)), True
     return float(nodata), True
