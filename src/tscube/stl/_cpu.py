@@ -208,6 +208,22 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
     return t0, 0.0, nearest
 
 
+
+@njit(cache=True, inline="always")
+def _table_position(e, n_eval, jump, n_full, half, window):
+    """Evaluation ``e`` of a tabled (gap-free) loess: its 1-based position ``m`` (0 and
+    ``n_full + 1`` are the one-step extrapolations), the weight-table row, the window's
+    first index, and whether the window is mirrored (right edge)."""
+    if e < n_eval:
+        m = min(1 + e * jump, n_full)
+    else:
+        m = 0 if e == n_eval else n_full + 1
+    if m <= half:
+        return m, m, 0, False
+    if m <= n_full - half:
+        return m, half + 1, m - 1 - half, False
+    return m, n_full + 1 - m, n_full - window, True
+
 @njit(cache=True, fastmath=_FAST)
 def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg, jump,
            flavor, extend, out, out_off, out_stride, fbuf, sbuf, tab):
@@ -226,21 +242,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
         threshold = 0.001 * (n_full - 1)
         while e_start < n_total:
             e = e_start
-            if e < n_eval:
-                m = min(1 + e * jump, n_full)
-            else:
-                m = 0 if e == n_eval else n_full + 1
-            mirror = False
-            if m <= half:
-                row = m
-                lo = 0
-            elif m <= n_full - half:
-                row = half + 1
-                lo = m - 1 - half
-            else:
-                row = n_full + 1 - m
-                lo = n_full - window
-                mirror = True
+            m, row, lo, mirror = _table_position(e, n_eval, jump, n_full, half, window)
             if use_w:
                 s0 = s1 = s2 = t0 = t1 = 0.0
                 base = off + lo
@@ -573,21 +575,7 @@ def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, exten
     half = (window - 1) // 2
     threshold = 0.001 * (n_full - 1)
     for e in range(n_total):
-        if e < n_eval:
-            m = min(1 + e * jump, n_full)
-        else:
-            m = 0 if e == n_eval else n_full + 1
-        mirror = False
-        if m <= half:
-            row = m
-            lo = 0
-        elif m <= n_full - half:
-            row = half + 1
-            lo = m - 1 - half
-        else:
-            row = n_full + 1 - m
-            lo = n_full - window
-            mirror = True
+        m, row, lo, mirror = _table_position(e, n_eval, jump, n_full, half, window)
         for a in range(5):
             for b in range(width):
                 acc[a, b] = 0.0
