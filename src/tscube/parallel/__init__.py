@@ -21,20 +21,9 @@ from . import reference
 
 __all__ = ["reference", "cuda", "CUDA_FUNCTIONS"]
 
-#: Host wrappers of :mod:`tscube.parallel._cuda`, exposed here with a ``cuda_`` prefix.
-CUDA_FUNCTIONS = (
-    "inclusive_scan",
-    "exclusive_scan",
-    "segmented_scan",
-    "batched_scan",
-    "batched_sum",
-    "compact_with_keys",
-    "first_true",
-    "argmin",
-    "batched_masked_gram",
-    "batched_masked_xty",
-    "batched_gauss_jordan",
-)
+#: Host wrappers of :mod:`tscube.parallel._cuda`, exposed here with a ``cuda_`` prefix:
+#: one for every NumPy reference function.
+CUDA_FUNCTIONS = tuple(name for name in reference.__all__ if name != "accumulation_dtype")
 
 
 def __getattr__(name: str):
