@@ -214,7 +214,10 @@ def bfast_monitor(
     )
 
     pixel_shape = values.shape[1:]
-    flat = values.reshape(values.shape[0], -1)
+    # Engines get one C-contiguous (T, P) layout: a view for contiguous input, one copy
+    # for a strided slice (which the kernels would read slowly, and numba would compile
+    # a second time for its 'A' layout).
+    flat = np.ascontiguousarray(values.reshape(values.shape[0], -1))
     engine = _resolve_engine(engine, flat.size)
     outputs = importlib.import_module(ENGINES[engine]).run(flat, plan)
 
