@@ -54,83 +54,84 @@ _SINGULAR = np.int8(BfastStatus.SINGULAR_DESIGN)
 _PERFECT_FIT = np.int8(BfastStatus.PERFECT_FIT)
 
 
-_SMALL_SELECT = 16  # below this many candidates, selection by partial sorting
-
-
-@njit(cache=True)
-def _select_kth(data, start, n, kth, scratch):
-    """The ``kth`` smallest of ``data[start:start + n]`` (left unchanged), by quickselect with
-    branch-free out-of-place partitions between the halves of ``scratch`` (``>= 2 n``).
-
-    Random residuals defeat branch prediction in an in-place partition; writing every
-    value to both ends of the other half and advancing one end is branch-free.
-    """
-    half = scratch.shape[0] // 2
-    for u in range(n):
-        scratch[u] = data[start + u]
-    src = 0  # offsets of the current and the other half
-    dst = half
-    lo = 0
-    hi = n
-    while hi - lo > _SMALL_SELECT:
-        x0 = scratch[src + lo + (hi - lo) // 4]
-        x1 = scratch[src + lo + (hi - lo) // 2]
-        x2 = scratch[src + lo + 3 * (hi - lo) // 4]
-        pivot = max(min(x0, x1), min(max(x0, x1), x2))  # median of three
-        i = dst + lo
-        j = dst + hi - 1
-        for u in range(src + lo, src + hi):
-            x = scratch[u]
-            scratch[i] = x
-            scratch[j] = x
-            smaller = x < pivot
-            i += smaller
-            j -= 1 - smaller
-        i -= dst
-        if i == lo:  # the pivot is the minimum: split off the values equal to it
-            i = dst + lo
-            j = dst + hi - 1
-            for u in range(src + lo, src + hi):
-                x = scratch[u]
-                scratch[i] = x
-                scratch[j] = x
-                equal = x <= pivot
-                i += equal
-                j -= 1 - equal
-            i -= dst
-            if kth < i:
-                return pivot
-            lo = i
-        elif kth < i:
-            hi = i
-        else:
-            lo = i
-        src, dst = dst, src
-    for u in range(src + lo, src + kth + 1):  # partial selection sort up to kth
-        best = u
-        for w in range(u + 1, src + hi):
-            if scratch[w] < scratch[best]:
-                best = w
-        scratch[u], scratch[best] = scratch[best], scratch[u]
-    return scratch[src + kth]
+_SMALL_SELECT = np.uint64(16)  # below this many candidates, selection by partial sorting
+_U = np.uint64  # unsigned indices: numba adds a negative-index wraparound to signed ones
 
 
 @njit(cache=True)
 def _median(data, start, n, scratch):
     """Median of ``data[start:start + n]`` (mean of the two middle values for even ``n``), like
-    ``np.median``; ``data`` is left unchanged, ``scratch`` holds ``>= 2 n`` values."""
-    upper = _select_kth(data, start, n, n // 2, scratch)
-    if n % 2 == 1:
-        return upper
-    below = 0
-    lower = -np.inf
-    for u in range(n):  # the (n/2 - 1)th smallest: the largest value below upper, or upper
-        x = data[start + u]
-        below += x < upper
-        lower = max(lower, x) if x < upper else lower
-    if below < n // 2:
-        lower = upper
-    return 0.5 * (lower + upper)
+    ``np.median``; ``data`` is left unchanged, ``scratch`` holds ``>= 2 n`` values.
+
+    Quickselect narrowing on both middle ranks at once, by branch-free out-of-place
+    partitions between the halves of ``scratch``: random residuals defeat branch
+    prediction in an in-place partition, while writing every value to both ends of the
+    other half and advancing one end is branch-free. A pivot that falls between the two
+    middle ranks ends it: they are the largest value left of it and the smallest right.
+    """
+    half = _U(scratch.shape[0] // 2)
+    count = _U(n)
+    for u in range(count):
+        scratch[u] = data[start + u]
+    k1 = (count - _U(1)) // _U(2)  # the middle ranks (equal for odd n)
+    k2 = count // _U(2)
+    src = _U(0)  # offsets of the current and the other half
+    dst = half
+    lo = _U(0)
+    hi = count
+    while hi - lo > _SMALL_SELECT:
+        width = hi - lo
+        x0 = scratch[src + lo + width // _U(4)]
+        x1 = scratch[src + lo + width // _U(2)]
+        x2 = scratch[src + lo + _U(3) * width // _U(4)]
+        pivot = max(min(x0, x1), min(max(x0, x1), x2))  # median of three
+        i = dst + lo
+        j = dst + hi - _U(1)
+        for u in range(src + lo, src + hi):
+            x = scratch[u]
+            scratch[i] = x
+            scratch[j] = x
+            smaller = _U(x < pivot)
+            i += smaller
+            j -= _U(1) - smaller
+        i -= dst
+        lower = pivot
+        if i == lo:  # the pivot is the minimum: split off the values equal to it
+            i = dst + lo
+            j = dst + hi - _U(1)
+            for u in range(src + lo, src + hi):
+                x = scratch[u]
+                scratch[i] = x
+                scratch[j] = x
+                equal = _U(x <= pivot)
+                i += equal
+                j -= _U(1) - equal
+            i -= dst
+            if k2 < i:
+                return pivot
+        elif k1 < i <= k2:  # even n, split between the middle ranks
+            lower = scratch[dst + lo]
+            for u in range(dst + lo, dst + i):
+                lower = max(lower, scratch[u])
+        if k1 < i <= k2:
+            upper = scratch[dst + i]
+            for u in range(dst + i, dst + hi):
+                upper = min(upper, scratch[u])
+            return 0.5 * (lower + upper)
+        if k2 < i:
+            hi = i
+        else:
+            lo = i
+        src, dst = dst, src
+    for u in range(src + lo, src + k2 + _U(1)):  # partial selection sort up to the upper rank
+        best = u
+        for w in range(u + _U(1), src + hi):
+            if scratch[w] < scratch[best]:
+                best = w
+        scratch[u], scratch[best] = scratch[best], scratch[u]
+    if k1 == k2:
+        return scratch[src + k2]
+    return 0.5 * (scratch[src + k1] + scratch[src + k2])
 
 
 @njit(cache=True)
