@@ -119,6 +119,29 @@ def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, P
                 rhs[a] += X[r, a] * y[pos]
                 for b in range(k):
                     G[a, b] += X[r, a] * X[r, b]
+    return full
+
+
+@njit(cache=True)
+def _fit_sigma(X, rows, y, n, full, G, rhs, P, beta, L, d, idx):
+    """Residual standard deviation of the OLS fit of all ``n`` compacted rows, after
+    :func:`_recursive_residuals` over them (its ``full`` result): the Sherman–Morrison
+    coefficients are that fit; a fit rank-deficient to the end is solved in order."""
+    k = X.shape[1]
+    if not full:
+        _inverse_in_order(G, k, P, L, d, idx)
+        for a in range(k):
+            acc = 0.0
+            for b in range(k):
+                acc += P[a, b] * rhs[b]
+            beta[a] = acc
+    rss = 0.0
+    for j in range(n):
+        e = y[j]
+        for a in range(k):
+            e -= X[rows[j], a] * beta[a]
+        rss += e * e
+    return math.sqrt(rss / max(n - k, 1))
 
 
 @njit(cache=True)
@@ -127,10 +150,10 @@ def _phi(x):
 
 
 @njit(cache=True)
-def _roc_start(w, m, level, y_scale):
+def _roc_start(w, m, level, exact_fit):
     """Rows to drop from the front (forward order) and the no-crossing flag."""
-    if m < 2:
-        return 0, False
+    if m < 2 or exact_fit:
+        return 0, False  # exact_fit: e.g. a constant series, nothing to test
     mean = 0.0
     for j in range(m):
         mean += w[j]
@@ -139,8 +162,6 @@ def _roc_start(w, m, level, y_scale):
     for j in range(m):
         ss += (w[j] - mean) ** 2
     sigma = math.sqrt(ss / (m - 1))
-    if not sigma > PERFECT_FIT_RTOL * y_scale:
-        return 0, False  # (near-)exact fit, e.g. a constant series: nothing to test
     scale = 1.0 / (sigma * math.sqrt(m))
     cum = 0.0
     stat = 0.0
@@ -234,11 +255,12 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                 if n <= k:
                     continue
                 if method_roc:
-                    _recursive_residuals(X, rows, y, n - 1, -1, n, w, G, rhs, Pinv, beta, Px, L, d, idx)
+                    full = _recursive_residuals(X, rows, y, n - 1, -1, n, w, G, rhs, Pinv, beta, Px, L, d, idx)
                     y_scale = 0.0
                     for j in range(n):
                         y_scale = max(y_scale, abs(y[j]))
-                    drop, flag = _roc_start(w, n - k, level, y_scale)
+                    sigma = _fit_sigma(X, rows, y, n, full, G, rhs, Pinv, beta, L, d, idx)
+                    drop, flag = _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
                     flagged[s, p] = flag
                 else:
                     drop = _bp_start(X, rows, y, n, rss, w, G, rhs, Pinv, beta, Px, L, d, idx)

@@ -61,8 +61,12 @@ def build_design(axis: TimeAxis, order: int, trend: bool) -> Design:
         columns.append((raw - centre) / scale)
         names.append("trend")
     suffix = (lambda j: "") if order == 1 else str
-    cos = [np.cos(2.0 * np.pi * j * t) for j in range(1, order + 1)]
-    sin = [np.sin(2.0 * np.pi * j * t) for j in range(1, order + 1)]
+    # cos(2πjt) of the fractional year (exact: t - floor(t)), not of t ~ 2000 itself: the
+    # argument 2πj·2000 carries a rounding of ~1e-12 per harmonic, which breaks the
+    # product identities (cos a cos b = ...) the cpu engine's Gram relies on at that level
+    phase = 2.0 * np.pi * (t - np.floor(t))
+    cos = [np.cos(j * phase) for j in range(1, order + 1)]
+    sin = [np.sin(j * phase) for j in range(1, order + 1)]
     cos_names = [f"harmoncos{suffix(j)}" for j in range(1, order + 1)]
     sin_names = [f"harmonsin{suffix(j)}" for j in range(1, order + 1)]
     if order > 0 and 2 * order == axis.freq:

@@ -119,9 +119,14 @@ def roc_history_start(X: np.ndarray, y: np.ndarray, level: float) -> tuple[int, 
     m = w.size
     if m < 2:
         return 0, False
+    # an exact fit of all candidates (e.g. a constant series) leaves nothing to test; it is
+    # judged on the full fit, whose residuals are exact, not on the recursive residuals,
+    # whose first values carry the rounding of nearly singular k-observation fits
+    fit = np.linalg.lstsq(X, y, rcond=None)[0]
+    fit_sigma = np.sqrt(np.sum((y - X @ fit) ** 2) / (n - k))
+    if not fit_sigma > PERFECT_FIT_RTOL * np.max(np.abs(y)):
+        return 0, False
     sigma = np.std(w, ddof=1)
-    if not sigma > PERFECT_FIT_RTOL * np.max(np.abs(y)):
-        return 0, False  # (near-)exact fit, e.g. a constant series: nothing to test
     process = np.concatenate([[0.0], np.cumsum(w)]) / (sigma * np.sqrt(m))
     j = np.arange(1, m + 1)
     statistic = np.max(np.abs(process[1:]) / (1.0 + 2.0 * j / m))
