@@ -383,20 +383,21 @@ def _load_block(values, p0, width, nodata, has_nodata, W, Y, nvalid, ninf):
 
 
 @njit(cache=True, fastmath=_FAST)
-def _gram_tiles(G, xy, M, Ym, XX, X, t, stop):
-    """Add the dates ``t, t+1, ...`` to the masked Gram ``G`` (lower triangles, one
-    column per pixel) and ``X'y`` in whole tiles of ``_TILE`` dates, up to ``stop``;
-    return the first date not added. Four dates per pass keep the accumulators' loads
-    and stores (the bottleneck of a date-by-date update) to a quarter."""
-    kk = XX.shape[1]
+def _gram_tiles(G, xy, M, Ym, F, X, t, stop):
+    """Add the dates ``t, t+1, ...`` to the masked sums ``G`` of the Gram basis functions
+    ``F`` (:func:`gram_basis`; one column per pixel) and to ``X'y``, in whole tiles of
+    ``_TILE`` dates, up to ``stop``; return the first date not added. Four dates per pass
+    keep the accumulators' loads and stores (the bottleneck of a date-by-date update) to
+    a quarter."""
+    kk = F.shape[1]
     k = X.shape[1]
     lanes = M.shape[1]
     while t + _TILE <= stop:
         for ab in range(kk):
-            x0 = XX[t, ab]
-            x1 = XX[t + 1, ab]
-            x2 = XX[t + 2, ab]
-            x3 = XX[t + 3, ab]
+            x0 = F[t, ab]
+            x1 = F[t + 1, ab]
+            x2 = F[t + 2, ab]
+            x3 = F[t + 3, ab]
             for q in range(lanes):
                 G[ab, q] += M[t, q] * x0 + M[t + 1, q] * x1 + M[t + 2, q] * x2 + M[t + 3, q] * x3
         for a in range(k):
@@ -411,20 +412,34 @@ def _gram_tiles(G, xy, M, Ym, XX, X, t, stop):
 
 
 @njit(cache=True, fastmath=_FAST)
-def _gram_singles(G, xy, M, Ym, XX, X, t, stop):
+def _gram_singles(G, xy, M, Ym, F, X, t, stop):
     """Add the dates ``[t, stop)`` one by one (the remainder after :func:`_gram_tiles`)."""
-    kk = XX.shape[1]
+    kk = F.shape[1]
     k = X.shape[1]
     lanes = M.shape[1]
     for u in range(t, stop):
         for ab in range(kk):
-            x0 = XX[u, ab]
+            x0 = F[u, ab]
             for q in range(lanes):
                 G[ab, q] += M[u, q] * x0
         for a in range(k):
             x0 = X[u, a]
             for q in range(lanes):
                 xy[a, q] += Ym[u, q] * x0
+
+
+@njit(cache=True, fastmath=_FAST)
+def _expand_gram(G, Gf, ptr, index, value, width):
+    """The masked Gram matrices (lower triangles) from the masked sums of the basis
+    functions: ``G[ab] = sum_i value[i] Gf[index[i]]`` over ``ptr[ab] <= i < ptr[ab + 1]``."""
+    for ab in range(G.shape[0]):
+        for q in range(width):
+            G[ab, q] = 0.0
+        for i in range(ptr[ab], ptr[ab + 1]):
+            f = index[i]
+            c = value[i]
+            for q in range(width):
+                G[ab, q] += c * Gf[f, q]
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -635,9 +650,9 @@ def _pixel_tail(
 
 @njit(cache=True, fastmath=_FAST)
 def _monitor_block(
-    T, p0, width, X, XX, time, first_hist, order, monitor_begin, h, critval,
+    T, p0, width, X, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval,
     use_pre, Gpre, bpre,
-    W, Y, M, Ym, E, Gacc, xyacc, G, xy, D, L, beta, vec, ivec, C, sel,
+    W, Y, M, Ym, E, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
     status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
     history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
 ):
@@ -650,7 +665,7 @@ def _monitor_block(
     function is compiled once whatever the input dtype.
     """
     k = X.shape[1]
-    kk = XX.shape[1]
+    kk = G.shape[0]
     lanes = W.shape[1]
     nvalid = vec[0]
     ninf = vec[1]
@@ -697,10 +712,11 @@ def _monitor_block(
                 Gacc[:, :] = 0.0
                 xyacc[:, :] = 0.0
                 t_tiles = t0
-            t_tiles = _gram_tiles(Gacc, xyacc, Mh, Yh, XX, X, t_tiles, begin)
-            G[:, :] = Gacc
+            t_tiles = _gram_tiles(Gacc, xyacc, Mh, Yh, F, X, t_tiles, begin)
+            Gf[:, :] = Gacc
             xy[:, :] = xyacc
-            _gram_singles(G, xy, Mh, Yh, XX, X, t_tiles, begin)
+            _gram_singles(Gf, xy, Mh, Yh, F, X, t_tiles, begin)
+            _expand_gram(G, Gf, ptr, index, value, width)
         shared_from = t0 if uniform else -1
         _solve_lanes(G, xy, k, D, L, tmp, beta, ok)
         _residuals(E, Y, X, beta, t0)
@@ -750,7 +766,7 @@ def _monitor_block(
 
 @njit(parallel=True, cache=True)
 def _monitor_simd_kernel(
-    values, nodata, has_nodata, X, XX, time, first_hist, order, monitor_begin, h, critval, block,
+    values, nodata, has_nodata, X, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval, block,
     n_chunks, per_pixel_history, use_pre, Gpre, bpre,
     status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
     history_start, n_valid, n_history, n_monitor, n_inf,
@@ -760,7 +776,8 @@ def _monitor_simd_kernel(
     contiguous range of pixel blocks through private buffers allocated once."""
     T, P = values.shape
     k = X.shape[1]
-    kk = XX.shape[1]
+    kk = ptr.shape[0] - 1
+    nf = F.shape[1]
     n_blocks = (P + block - 1) // block
     for c in prange(n_chunks):
         W = np.empty((T, block))
@@ -768,8 +785,9 @@ def _monitor_simd_kernel(
         E = np.empty((T, block))
         M = np.empty((T if per_pixel_history else 1, block))
         Ym = np.empty((T if per_pixel_history else 1, block))
-        Gacc = np.empty((kk, block))
+        Gacc = np.empty((nf, block))
         xyacc = np.empty((k, block))
+        Gf = np.empty((nf, block))
         G = np.empty((kk, block))
         xy = np.empty((k, block))
         D = np.empty((k, block))
@@ -784,12 +802,61 @@ def _monitor_simd_kernel(
             width = min(P, p0 + block) - p0
             _load_block(values, p0, width, nodata, has_nodata, W, Y, vec[0], vec[1])
             _monitor_block(
-                T, p0, width, X, XX, time, first_hist, order,
+                T, p0, width, X, F, ptr, index, value, time, first_hist, order,
                 monitor_begin, h, critval, use_pre, Gpre, bpre,
-                W, Y, M, Ym, E, Gacc, xyacc, G, xy, D, L, beta, vec, ivec, C, sel,
+                W, Y, M, Ym, E, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
                 status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
                 history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
             )
+
+
+def gram_basis(products: np.ndarray, rtol: float = 1e-13):
+    """A subset of the columns of ``products`` (``(T, kk)``, the lower triangles of the
+    outer products ``x_t x_t'``) that spans all of them, and every column as a sparse
+    combination of that subset: ``products ~= products[:, basis] @ coef``.
+
+    The 36 products of BFAST's intercept, trend and three harmonics span only 21
+    functions of time (``cos a cos b = (cos(a - b) + cos(a + b)) / 2``, ...), so the masked
+    Gram matrix of a pixel follows from 21 masked sums instead of 36. The subset is found
+    by Gram-Schmidt with column pivoting; coefficients within 1e-9 of a multiple of 1/8
+    (the identities' 1, 1/2, ...) are snapped to it. Falls back to all columns (identity
+    coefficients) unless the combination reproduces every product to ``rtol`` (relative
+    to the largest product) with coefficients of modest size, so that the Gram matrices
+    differ from direct sums by rounding only (the design's harmonics are computed from
+    the fractional year so that the identities hold to ~1e-15; see ``design.py``). Returns ``(basis, ptr, index, value)``: column ``ab`` is
+    ``sum(value[i] * products[:, basis[index[i]]] for i in range(ptr[ab], ptr[ab + 1]))``.
+    """
+    T, kk = products.shape
+    identity = (np.arange(kk), np.arange(kk + 1), np.arange(kk), np.ones(kk))
+    scale = float(np.abs(products).max()) if products.size else 0.0
+    if scale == 0.0 or not np.isfinite(scale):
+        return identity
+    norms = np.linalg.norm(products, axis=0)
+    rest = products / np.where(norms > 0, norms, 1.0)
+    basis: list[int] = []
+    for _ in range(min(T, kk)):
+        size = np.linalg.norm(rest, axis=0)
+        j = int(np.argmax(size))
+        if size[j] <= 1e-9:
+            break
+        direction = rest[:, j] / size[j]
+        rest = rest - np.outer(direction, direction @ rest)
+        basis.append(j)
+    basis_arr = np.array(sorted(basis), dtype=np.int64)
+    F = products[:, basis_arr]
+    coef = np.linalg.lstsq(F, products, rcond=None)[0]
+    snapped = np.round(coef * 8.0) / 8.0
+    coef = np.where(np.abs(coef - snapped) <= 1e-9, snapped, coef)
+    if np.abs(F @ coef - products).max() > rtol * scale or np.abs(coef).max() > 8.0:
+        return identity
+    ptr = np.zeros(kk + 1, dtype=np.int64)
+    index, value = [], []
+    for ab in range(kk):
+        nonzero = np.flatnonzero(coef[:, ab])
+        index.extend(nonzero.tolist())
+        value.extend(coef[nonzero, ab].tolist())
+        ptr[ab + 1] = len(index)
+    return basis_arr, ptr, np.array(index, dtype=np.int64), np.array(value, dtype=np.float64)
 
 
 def masked_gram_blas(values, nodata, X, XX, first: int, stop: int, chunk: int = 8192):
@@ -854,6 +921,8 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     else:
         low = np.tril_indices(k)
         XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
+        basis, ptr, index, value = gram_basis(XX)
+        F = np.ascontiguousarray(XX[:, basis])
         per_pixel_history = bool(np.any(first_hist != first_hist[:, :1])) if n_pixels else False
         use_pre = gram == "blas" and plan.history in ("all", "fixed")
         if use_pre:
@@ -868,7 +937,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
         order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
         _monitor_simd_kernel(
-            values, nodata, has_nodata, X, XX, plan.axis.time, first_hist, order,
+            values, nodata, has_nodata, X, F, ptr, index, value, plan.axis.time, first_hist, order,
             monitor_begin, plan.h, plan.critval, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
             *outputs,
         )
