@@ -502,32 +502,32 @@ def _solve_lanes(G, xy, k, D, L, tmp, beta, ok):
 
 
 @njit(cache=True, fastmath=_FAST)
-def _residuals(E, Y, X, beta, t0):
-    """``E[t] = Y[t] - X[t] beta`` for dates ``t >= t0`` (all lanes; masked later)."""
-    T, lanes = E.shape
+def _residuals(E, Y, X, beta, t):
+    """``E[t] = Y[t] - X[t] beta`` for one date ``t`` (all lanes; masked later)."""
+    lanes = E.shape[1]
     k = X.shape[1]
-    for t in range(t0, T):
+    for q in range(lanes):
+        E[t, q] = Y[t, q]
+    a = 0
+    while a + 4 <= k:  # four regressors per pass: a quarter of the stores
+        x0 = X[t, a]
+        x1 = X[t, a + 1]
+        x2 = X[t, a + 2]
+        x3 = X[t, a + 3]
         for q in range(lanes):
-            E[t, q] = Y[t, q]
-        a = 0
-        while a + 4 <= k:  # four regressors per pass: a quarter of the stores
-            x0 = X[t, a]
-            x1 = X[t, a + 1]
-            x2 = X[t, a + 2]
-            x3 = X[t, a + 3]
-            for q in range(lanes):
-                E[t, q] -= x0 * beta[a, q] + x1 * beta[a + 1, q] + x2 * beta[a + 2, q] + x3 * beta[a + 3, q]
-            a += 4
-        while a < k:
-            x0 = X[t, a]
-            for q in range(lanes):
-                E[t, q] -= x0 * beta[a, q]
-            a += 1
+            E[t, q] -= x0 * beta[a, q] + x1 * beta[a + 1, q] + x2 * beta[a + 2, q] + x3 * beta[a + 3, q]
+        a += 4
+    while a < k:
+        x0 = X[t, a]
+        for q in range(lanes):
+            E[t, q] -= x0 * beta[a, q]
+        a += 1
 
 
 @njit(cache=True, fastmath=_FAST)
-def _history_sums(M, Ym, E, W, t0, begin, nh, ymax, rss, mcount):
-    """Per lane: history size, max |y| and residual sum of squares over ``[t0, begin)``
+def _residual_sums(E, Y, X, beta, M, Ym, W, t0, begin, nh, ymax, rss, mcount):
+    """Residuals of every date from ``t0`` on (all lanes) and, while each row is in cache,
+    per lane: history size, max |y| and residual sum of squares over ``[t0, begin)``
     (mask ``M``), and the number of valid monitoring observations (mask ``W``)."""
     T, lanes = E.shape
     for q in range(lanes):
@@ -536,6 +536,7 @@ def _history_sums(M, Ym, E, W, t0, begin, nh, ymax, rss, mcount):
         rss[q] = 0.0
         mcount[q] = 0.0
     for t in range(t0, begin):
+        _residuals(E, Y, X, beta, t)
         for q in range(lanes):
             m = M[t, q]
             e = E[t, q]
@@ -544,26 +545,30 @@ def _history_sums(M, Ym, E, W, t0, begin, nh, ymax, rss, mcount):
             ymax[q] = y if y > ymax[q] else ymax[q]
             rss[q] += e * e if m != 0.0 else 0.0
     for t in range(begin, T):
+        _residuals(E, Y, X, beta, t)
         for q in range(lanes):
             mcount[q] += W[t, q]
 
 
 @njit(cache=True)
-def _compact_lanes(E, M, W, begin, t0, window, width, offset, C, count, pos):
+def _compact_lanes(E, M, W, begin, t0, window, width, offset, C, pos):
     """Compact the residuals each pixel's MOSUM needs into its row of ``C``: the
-    monitoring residuals from ``C[q, offset]`` on (``count[q]`` of them), and before them
-    its last ``window[q] - 1`` history residuals. One pass over the dates for all lanes
-    (rows of ``E`` are read contiguously); writes are branch-free (finished lanes write
-    to the spare last column). Lanes with ``window[q] <= 1`` get no history part."""
+    monitoring residuals from ``C[q, offset]`` on, and before them its last
+    ``window[q] - 1`` history residuals. One pass over the dates for all lanes (rows of
+    ``E`` are read contiguously); writes are branch-free (finished lanes write to the
+    spare last column) and use unsigned flat indices (no wraparound checks). Lanes with
+    ``window[q] <= 1`` get no history part."""
     T = E.shape[0]
-    spare = C.shape[1] - 1
+    row = C.shape[1]
+    flat = C.reshape(C.size)
+    spare = row - 1
     for q in range(width):
-        count[q] = 0
+        pos[q] = q * row + offset
     for t in range(begin, T):
         for q in range(width):
-            c = count[q]
-            C[q, offset + c] = E[t, q]
-            count[q] = c + int(W[t, q])
+            at = pos[q]
+            flat[_U(at)] = E[t, q]
+            pos[q] = at + int(W[t, q])
     remaining = 0
     for q in range(width):
         pos[q] = offset - 1
@@ -574,7 +579,7 @@ def _compact_lanes(E, M, W, begin, t0, window, width, offset, C, count, pos):
             at = pos[q]
             limit = offset + 1 - window[q]
             open_ = at >= limit
-            C[q, at if open_ else spare] = E[t, q]
+            flat[_U(q * row + (at if open_ else spare))] = E[t, q]
             step = int(M[t, q]) if open_ else 0
             pos[q] = at - step
             remaining -= 1 if (step == 1 and at == limit) else 0
@@ -719,11 +724,9 @@ def _monitor_block(
             _expand_gram(G, Gf, ptr, index, value, width)
         shared_from = t0 if uniform else -1
         _solve_lanes(G, xy, k, D, L, tmp, beta, ok)
-        _residuals(E, Y, X, beta, t0)
-        _history_sums(Mh, Yh, E, W, t0, begin, nh, ymax, rss, mcount)
+        _residual_sums(E, Y, X, beta, Mh, Yh, W, t0, begin, nh, ymax, rss, mcount)
         window = ivec[0]
-        count = ivec[1]
-        pos = ivec[2]
+        pos = ivec[1]
         offset = 0
         for q in range(width):
             p = p0 + q
@@ -754,7 +757,7 @@ def _monitor_block(
                 continue
             window[q] = int(math.floor(h * n))
             offset = max(offset, window[q] - 1)
-        _compact_lanes(E, Mh, W, begin, t0, window, width, offset, C, count, pos)
+        _compact_lanes(E, Mh, W, begin, t0, window, width, offset, C, pos)
         for q in range(width):
             if window[q] > 1:
                 _pixel_tail(
@@ -794,7 +797,7 @@ def _monitor_simd_kernel(
         L = np.empty((kk, block))
         beta = np.empty((k, block))
         vec = np.empty((8, block))
-        ivec = np.empty((3, block), dtype=np.int64)
+        ivec = np.empty((2, block), dtype=np.int64)
         C = np.empty((block, T + 1))
         sel = np.empty(2 * T)
         for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
