@@ -11,8 +11,10 @@ by side by ``benchmarks/bfast_monitor.py``; :data:`DEFAULT_GRAM` is the fastest 
 - ``"simd"`` (default): each worker streams blocks of ``config.CPU_BLOCK_PIXELS`` pixels
   with the pixels as SIMD lanes. The block is read once, date by date as the cube is
   stored, into float64 buffers (value and 0/1 validity, branch-free: cloud masks are
-  random). The masked Gram is ``G[:, q] += sum_t m[t, q] vec(x_t x_t')`` in register tiles
-  of four dates; the solves run over all lanes at once; residuals and sums likewise.
+  random). The masked Gram comes from masked sums of the 21 functions of time that span
+  the 36 products ``x_t x_t'`` (trigonometric product identities; :func:`gram_basis`),
+  accumulated in register tiles of four dates; the solves run over all lanes at once;
+  residuals and sums likewise, in one pass per date.
   Each pixel's valid residuals (the monitoring ones and the last ``window - 1`` of the
   history) are then compacted in one pass over the dates for all lanes, and each pixel
   runs its sequential MOSUM tail on its compacted row. With several monitoring starts
