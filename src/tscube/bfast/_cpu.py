@@ -824,11 +824,15 @@ def gram_basis(products: np.ndarray, rtol: float = 1e-13):
     functions of time (``cos a cos b = (cos(a - b) + cos(a + b)) / 2``, ...), so the masked
     Gram matrix of a pixel follows from 21 masked sums instead of 36. The subset is found
     by Gram-Schmidt with column pivoting; coefficients within 1e-9 of a multiple of 1/8
-    (the identities' 1, 1/2, ...) are snapped to it. No threaded BLAS is used (see below). Falls back to all columns (identity
+    (the identities' 1, 1/2, ...) are snapped to it. Falls back to all columns (identity
     coefficients) unless the combination reproduces every product to ``rtol`` (relative
     to the largest product) with coefficients of modest size, so that the Gram matrices
     differ from direct sums by rounding only (the design's harmonics are computed from
-    the fractional year so that the identities hold to ~1e-15; see ``design.py``). Returns ``(basis, ptr, index, value)``: column ``ab`` is
+    the fractional year so that the identities hold to ~1e-15; see ``design.py``).
+    Products over the dates use ``einsum``, not BLAS: a threaded BLAS call here would
+    leave its threads spinning on the cores the numba kernel is about to use.
+
+    Returns ``(basis, ptr, index, value)``: column ``ab`` is
     ``sum(value[i] * products[:, basis[index[i]]] for i in range(ptr[ab], ptr[ab + 1]))``.
     """
     T, kk = products.shape
@@ -849,13 +853,12 @@ def gram_basis(products: np.ndarray, rtol: float = 1e-13):
         basis.append(j)
     basis_arr = np.array(sorted(basis), dtype=np.int64)
     F = products[:, basis_arr]
-    # normal equations by einsum, not BLAS: a threaded BLAS call here would leave its
-    # threads spinning on the cores the numba kernel is about to use
     normal = np.einsum("ti,tj->ij", F, F)
-    coef = np.linalg.solve(normal, np.einsum("ti,tj->ij", F, products))
+    coef = np.linalg.solve(normal, np.einsum("ti,tj->ij", F, products))  # 21 x 21: no threads
     snapped = np.round(coef * 8.0) / 8.0
     coef = np.where(np.abs(coef - snapped) <= 1e-9, snapped, coef)
-    if np.abs(F @ coef - products).max() > rtol * scale or np.abs(coef).max() > 8.0:
+    error = np.abs(np.einsum("ti,ij->tj", F, coef) - products).max()
+    if error > rtol * scale or np.abs(coef).max() > 8.0:
         return identity
     ptr = np.zeros(kk + 1, dtype=np.int64)
     index, value = [], []
