@@ -37,7 +37,10 @@ def _assert_matches_r(result, case):
         assert result.break_time == case["breakpoint"]
     assert result.history_start == case["history_start"]
     assert result.n_history == case["histsize"]
-    np.testing.assert_allclose(result.magnitude, case["magnitude"], rtol=1e-6, atol=1e-9)
+    # a 9-observation history with 8 regressors is ill-conditioned; even so the magnitude
+    # agrees to ~2e-9 (R's harmonics carry ~1e-12 of phase rounding, ours do not)
+    tol = 1e-6 if case["histsize"] > 2 * len(case["coefficients"]) else 1e-8
+    np.testing.assert_allclose(result.magnitude, case["magnitude"], rtol=tol, atol=1e-9)
     np.testing.assert_allclose(result.sigma, case["sigma"], rtol=1e-6)
     process = result.process[np.isfinite(result.process)]
     np.testing.assert_allclose(process, case["process"], rtol=1e-6, atol=1e-12)
