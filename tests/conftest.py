@@ -10,11 +10,54 @@ if not os.environ.get("TSCUBE_TEST_REAL_CUDA"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 import json
+import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+
+def _serialise_simulator_shared_arrays() -> None:
+    """Make the CUDA simulator's ``cuda.shared.array`` allocation thread-safe.
+
+    The simulator runs each CUDA thread as a Python thread and finds a block's shared
+    array by its source line in a dict, with an unlocked get-then-set: two threads that
+    reach the line together can each allocate their own array, and one of them then
+    works on a private copy (garbage scans and solves, seen as a rare, load-dependent
+    wrong break in CI). Same lookup, under a lock; dynamic shared memory is unchanged.
+    """
+    try:
+        from numba.core import types
+        from numba.cuda.simulator.kernelapi import FakeCUDAShared
+        from numba.np import numpy_support
+    except ImportError:  # no simulator in this numba-cuda: nothing to fix
+        return
+    original = FakeCUDAShared.array
+    if getattr(original, "_tscube_locked", False):
+        return
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0 or alignment is not None:
+            return original(self, shape, dtype, alignment)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        with lock:
+            found = self._allocations.get(caller)
+            if found is None:
+                found = self._allocations[caller] = np.empty(shape, dtype)
+        return found
+
+    array._tscube_locked = True
+    FakeCUDAShared.array = array
+
+
+if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    _serialise_simulator_shared_arrays()
 
 #: The project's shared folder (papers, SPECs, R fixtures), next to the repository.
 SHARED = Path(__file__).resolve().parents[2] / "shared"
