@@ -93,3 +93,21 @@ def test_small_blocks_and_many_starts(gram):
         one = bfast_monitor(cube.data, cube.dates, start, freq=23, engine="cpu", return_process=True)
         for name, value in one.to_dict().items():
             np.testing.assert_array_equal(getattr(many, name)[i], value, err_msg=name)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 15, 16, 17, 18, 33, 64, 257, 1000])
+@pytest.mark.parametrize("ties", [False, True])
+def test_median_selection_equals_numpy(n, ties):
+    """The engine's selection median (both middle ranks, first partition read straight from
+    the data) equals ``np.median`` and leaves the data unchanged, for odd and even sizes,
+    sizes around the small-selection cut-off, ties and an offset into a longer row."""
+    from tscube.bfast._cpu import _median
+
+    rng = np.random.default_rng(n + 1000 * ties)
+    for _ in range(20):
+        values = rng.integers(0, 4, n).astype(np.float64) if ties else rng.standard_normal(n)
+        row = np.concatenate([rng.standard_normal(5), values, rng.standard_normal(3)])
+        before = row.copy()
+        scratch = np.full(2 * n, np.nan)
+        assert _median(row, 5, n, scratch) == np.median(values)
+        np.testing.assert_array_equal(row, before)

@@ -63,54 +63,57 @@ _U = np.uint64  # unsigned indices: numba adds a negative-index wraparound to si
 
 
 @njit(cache=True)
+def _split(source, first, lo, hi, scratch, dst, pivot, inclusive):
+    """Out-of-place partition of ``source[first + lo:first + hi]`` into
+    ``scratch[dst + lo:dst + hi]``: the values below ``pivot`` (``<=`` if ``inclusive``)
+    first. Every value is written to both ends and one end advances, so the loop has no
+    branch for random data to mispredict. Returns the rank where the upper part starts."""
+    i = dst + lo
+    j = dst + hi - _U(1)
+    for u in range(first + lo, first + hi):
+        x = source[u]
+        scratch[i] = x
+        scratch[j] = x
+        below = _U(x <= pivot) if inclusive else _U(x < pivot)
+        i += below
+        j -= _U(1) - below
+    return i - dst
+
+
+@njit(cache=True)
 def _median(data, start, n, scratch):
     """Median of ``data[start:start + n]`` (mean of the two middle values for even ``n``), like
     ``np.median``; ``data`` is left unchanged, ``scratch`` holds ``>= 2 n`` values.
 
     Quickselect narrowing on both middle ranks at once, by branch-free out-of-place
-    partitions between the halves of ``scratch``: random residuals defeat branch
-    prediction in an in-place partition, while writing every value to both ends of the
-    other half and advancing one end is branch-free. A pivot that falls between the two
-    middle ranks ends it: they are the largest value left of it and the smallest right.
+    partitions (:func:`_split`) between the halves of ``scratch``, the first one straight
+    from ``data`` (no copy). A pivot that falls between the two middle ranks ends it: they
+    are the largest value left of it and the smallest right.
     """
     half = _U(scratch.shape[0] // 2)
     count = _U(n)
-    for u in range(count):
-        scratch[u] = data[start + u]
     k1 = (count - _U(1)) // _U(2)  # the middle ranks (equal for odd n)
     k2 = count // _U(2)
-    src = _U(0)  # offsets of the current and the other half
-    dst = half
+    source = data  # the first partition reads the data, the later ones a scratch half
+    first = _U(start)
+    src = half  # offsets of the current and the other half
+    dst = _U(0)
     lo = _U(0)
     hi = count
+    if count <= _SMALL_SELECT:
+        for u in range(count):
+            scratch[u] = data[first + u]
+        src = _U(0)
     while hi - lo > _SMALL_SELECT:
         width = hi - lo
-        x0 = scratch[src + lo + width // _U(4)]
-        x1 = scratch[src + lo + width // _U(2)]
-        x2 = scratch[src + lo + _U(3) * width // _U(4)]
+        x0 = source[first + lo + width // _U(4)]
+        x1 = source[first + lo + width // _U(2)]
+        x2 = source[first + lo + _U(3) * width // _U(4)]
         pivot = max(min(x0, x1), min(max(x0, x1), x2))  # median of three
-        i = dst + lo
-        j = dst + hi - _U(1)
-        for u in range(src + lo, src + hi):
-            x = scratch[u]
-            scratch[i] = x
-            scratch[j] = x
-            smaller = _U(x < pivot)
-            i += smaller
-            j -= _U(1) - smaller
-        i -= dst
+        i = _split(source, first, lo, hi, scratch, dst, pivot, False)
         lower = pivot
         if i == lo:  # the pivot is the minimum: split off the values equal to it
-            i = dst + lo
-            j = dst + hi - _U(1)
-            for u in range(src + lo, src + hi):
-                x = scratch[u]
-                scratch[i] = x
-                scratch[j] = x
-                equal = _U(x <= pivot)
-                i += equal
-                j -= _U(1) - equal
-            i -= dst
+            i = _split(source, first, lo, hi, scratch, dst, pivot, True)
             if k2 < i:
                 return pivot
         elif k1 < i <= k2:  # even n, split between the middle ranks
@@ -127,6 +130,8 @@ def _median(data, start, n, scratch):
         else:
             lo = i
         src, dst = dst, src
+        source = scratch
+        first = src
     for u in range(src + lo, src + k2 + _U(1)):  # partial selection sort up to the upper rank
         best = u
         for w in range(u + _U(1), src + hi):
