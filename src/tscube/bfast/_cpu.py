@@ -518,30 +518,66 @@ def _solve_lanes(G, xy, k, D, L, tmp, beta, ok):
 
 
 @njit(cache=True, fastmath=_FAST)
-def _residuals(E, Y, X, beta, t):
-    """``E[t] = Y[t] - X[t] beta`` for one date ``t`` (all lanes; masked later)."""
+def _residuals(E, Y, Xr, beta, t):
+    """``E[t] = Y[t] - Xr[t] beta`` for one date ``t`` (all lanes; masked later).
+
+    ``Xr`` is the design padded with zero columns to a multiple of 8 (and ``beta`` with
+    zero rows): eight regressors per pass, so that the usual designs (k <= 8) store each
+    residual once instead of once per group of regressors."""
     lanes = E.shape[1]
-    k = X.shape[1]
-    for q in range(lanes):
-        E[t, q] = Y[t, q]
-    a = 0
-    while a + 4 <= k:  # four regressors per pass: a quarter of the stores
-        x0 = X[t, a]
-        x1 = X[t, a + 1]
-        x2 = X[t, a + 2]
-        x3 = X[t, a + 3]
+    for a in range(0, Xr.shape[1], 8):
+        x0 = Xr[t, a]
+        x1 = Xr[t, a + 1]
+        x2 = Xr[t, a + 2]
+        x3 = Xr[t, a + 3]
+        x4 = Xr[t, a + 4]
+        x5 = Xr[t, a + 5]
+        x6 = Xr[t, a + 6]
+        x7 = Xr[t, a + 7]
         for q in range(lanes):
-            E[t, q] -= x0 * beta[a, q] + x1 * beta[a + 1, q] + x2 * beta[a + 2, q] + x3 * beta[a + 3, q]
-        a += 4
-    while a < k:
-        x0 = X[t, a]
-        for q in range(lanes):
-            E[t, q] -= x0 * beta[a, q]
-        a += 1
+            fit = (x0 * beta[a, q] + x1 * beta[a + 1, q] + x2 * beta[a + 2, q] + x3 * beta[a + 3, q]
+                   + x4 * beta[a + 4, q] + x5 * beta[a + 5, q] + x6 * beta[a + 6, q] + x7 * beta[a + 7, q])
+            E[t, q] = (Y[t, q] if a == 0 else E[t, q]) - fit
 
 
 @njit(cache=True, fastmath=_FAST)
-def _residual_sums(E, Y, X, beta, M, Ym, W, t0, begin, nh, ymax, rss, mcount):
+def _residual_quad(E, Y, Xr, beta, t):
+    """:func:`_residuals` of the four dates ``t .. t + 3`` in one pass: each coefficient
+    of ``beta`` loaded once serves four dates (one date per pass is load-bound). The
+    design values are read before the lane loop (stores to ``E`` could alias them)."""
+    lanes = E.shape[1]
+    t1 = t + 1
+    t2 = t + 2
+    t3 = t + 3
+    for a in range(0, Xr.shape[1], 8):
+        head = a == 0
+        x00, x01, x02, x03 = Xr[t, a], Xr[t, a + 1], Xr[t, a + 2], Xr[t, a + 3]
+        x04, x05, x06, x07 = Xr[t, a + 4], Xr[t, a + 5], Xr[t, a + 6], Xr[t, a + 7]
+        x10, x11, x12, x13 = Xr[t1, a], Xr[t1, a + 1], Xr[t1, a + 2], Xr[t1, a + 3]
+        x14, x15, x16, x17 = Xr[t1, a + 4], Xr[t1, a + 5], Xr[t1, a + 6], Xr[t1, a + 7]
+        x20, x21, x22, x23 = Xr[t2, a], Xr[t2, a + 1], Xr[t2, a + 2], Xr[t2, a + 3]
+        x24, x25, x26, x27 = Xr[t2, a + 4], Xr[t2, a + 5], Xr[t2, a + 6], Xr[t2, a + 7]
+        x30, x31, x32, x33 = Xr[t3, a], Xr[t3, a + 1], Xr[t3, a + 2], Xr[t3, a + 3]
+        x34, x35, x36, x37 = Xr[t3, a + 4], Xr[t3, a + 5], Xr[t3, a + 6], Xr[t3, a + 7]
+        for q in range(lanes):
+            b0, b1, b2, b3 = beta[a, q], beta[a + 1, q], beta[a + 2, q], beta[a + 3, q]
+            b4, b5, b6, b7 = beta[a + 4, q], beta[a + 5, q], beta[a + 6, q], beta[a + 7, q]
+            f0 = (x00 * b0 + x01 * b1 + x02 * b2 + x03 * b3
+                  + x04 * b4 + x05 * b5 + x06 * b6 + x07 * b7)
+            f1 = (x10 * b0 + x11 * b1 + x12 * b2 + x13 * b3
+                  + x14 * b4 + x15 * b5 + x16 * b6 + x17 * b7)
+            f2 = (x20 * b0 + x21 * b1 + x22 * b2 + x23 * b3
+                  + x24 * b4 + x25 * b5 + x26 * b6 + x27 * b7)
+            f3 = (x30 * b0 + x31 * b1 + x32 * b2 + x33 * b3
+                  + x34 * b4 + x35 * b5 + x36 * b6 + x37 * b7)
+            E[t, q] = (Y[t, q] if head else E[t, q]) - f0
+            E[t1, q] = (Y[t1, q] if head else E[t1, q]) - f1
+            E[t2, q] = (Y[t2, q] if head else E[t2, q]) - f2
+            E[t3, q] = (Y[t3, q] if head else E[t3, q]) - f3
+
+
+@njit(cache=True, fastmath=_FAST)
+def _residual_sums(E, Y, Xr, beta, M, Ym, W, t0, begin, nh, ymax, rss, mcount):
     """Residuals of every date from ``t0`` on (all lanes) and, while each row is in cache,
     per lane: history size, max |y| and residual sum of squares over ``[t0, begin)``
     (mask ``M``), and the number of valid monitoring observations (mask ``W``)."""
@@ -551,19 +587,32 @@ def _residual_sums(E, Y, X, beta, M, Ym, W, t0, begin, nh, ymax, rss, mcount):
         ymax[q] = 0.0
         rss[q] = 0.0
         mcount[q] = 0.0
-    for t in range(t0, begin):
-        _residuals(E, Y, X, beta, t)
-        for q in range(lanes):
-            m = M[t, q]
-            e = E[t, q]
-            y = abs(Ym[t, q])
-            nh[q] += m
-            ymax[q] = y if y > ymax[q] else ymax[q]
-            rss[q] += e * e if m != 0.0 else 0.0
-    for t in range(begin, T):
-        _residuals(E, Y, X, beta, t)
-        for q in range(lanes):
-            mcount[q] += W[t, q]
+    t = t0
+    while t < begin:
+        step = 4 if t + 4 <= begin else 1
+        if step == 4:
+            _residual_quad(E, Y, Xr, beta, t)
+        else:
+            _residuals(E, Y, Xr, beta, t)
+        for u in range(t, t + step):
+            for q in range(lanes):
+                m = M[u, q]
+                e = E[u, q]
+                y = abs(Ym[u, q])
+                nh[q] += m
+                ymax[q] = y if y > ymax[q] else ymax[q]
+                rss[q] += e * e if m != 0.0 else 0.0
+        t += step
+    while t < T:
+        step = 4 if t + 4 <= T else 1
+        if step == 4:
+            _residual_quad(E, Y, Xr, beta, t)
+        else:
+            _residuals(E, Y, Xr, beta, t)
+        for u in range(t, t + step):
+            for q in range(lanes):
+                mcount[q] += W[u, q]
+        t += step
 
 
 @njit(cache=True)
@@ -671,7 +720,7 @@ def _pixel_tail(
 
 @njit(cache=True, fastmath=_FAST)
 def _monitor_block(
-    T, p0, width, X, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval,
+    T, p0, width, X, Xr, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval,
     use_pre, Gpre, bpre,
     W, Y, M, Ym, E, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
     status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
@@ -740,7 +789,7 @@ def _monitor_block(
             _expand_gram(G, Gf, ptr, index, value, width)
         shared_from = t0 if uniform else -1
         _solve_lanes(G, xy, k, D, L, tmp, beta, ok)
-        _residual_sums(E, Y, X, beta, Mh, Yh, W, t0, begin, nh, ymax, rss, mcount)
+        _residual_sums(E, Y, Xr, beta, Mh, Yh, W, t0, begin, nh, ymax, rss, mcount)
         window = ivec[0]
         pos = ivec[1]
         offset = 0
@@ -785,7 +834,7 @@ def _monitor_block(
 
 @njit(parallel=True, cache=True)
 def _monitor_simd_kernel(
-    values, nodata, has_nodata, X, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval, block,
+    values, nodata, has_nodata, X, Xr, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval, block,
     n_chunks, per_pixel_history, use_pre, Gpre, bpre,
     status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
     history_start, n_valid, n_history, n_monitor, n_inf,
@@ -811,7 +860,7 @@ def _monitor_simd_kernel(
         xy = np.empty((k, block))
         D = np.empty((k, block))
         L = np.empty((kk, block))
-        beta = np.empty((k, block))
+        beta = np.zeros((Xr.shape[1], block))  # rows past k stay zero (padding of Xr)
         vec = np.empty((8, block))
         ivec = np.empty((2, block), dtype=np.int64)
         C = np.empty((block, T + 1))
@@ -821,7 +870,7 @@ def _monitor_simd_kernel(
             width = min(P, p0 + block) - p0
             _load_block(values, p0, width, nodata, has_nodata, W, Y, vec[0], vec[1])
             _monitor_block(
-                T, p0, width, X, F, ptr, index, value, time, first_hist, order,
+                T, p0, width, X, Xr, F, ptr, index, value, time, first_hist, order,
                 monitor_begin, h, critval, use_pre, Gpre, bpre,
                 W, Y, M, Ym, E, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
                 status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
@@ -948,6 +997,8 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
         basis, ptr, index, value = gram_basis(XX)
         F = np.ascontiguousarray(XX[:, basis])
+        Xr = np.zeros((n_dates, -(-k // 8) * 8))  # the design padded for _residuals
+        Xr[:, :k] = X
         per_pixel_history = bool(np.any(first_hist != first_hist[:, :1])) if n_pixels else False
         use_pre = gram == "blas" and plan.history in ("all", "fixed")
         if use_pre:
@@ -962,7 +1013,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
         order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
         _monitor_simd_kernel(
-            values, nodata, has_nodata, X, F, ptr, index, value, plan.axis.time, first_hist, order,
+            values, nodata, has_nodata, X, Xr, F, ptr, index, value, plan.axis.time, first_hist, order,
             monitor_begin, plan.h, plan.critval, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
             *outputs,
         )
