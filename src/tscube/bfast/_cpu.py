@@ -534,10 +534,11 @@ def _residuals(E, Y, Xr, beta, t):
         x5 = Xr[t, a + 5]
         x6 = Xr[t, a + 6]
         x7 = Xr[t, a + 7]
+        src = Y if a == 0 else E
         for q in range(lanes):
             fit = (x0 * beta[a, q] + x1 * beta[a + 1, q] + x2 * beta[a + 2, q] + x3 * beta[a + 3, q]
                    + x4 * beta[a + 4, q] + x5 * beta[a + 5, q] + x6 * beta[a + 6, q] + x7 * beta[a + 7, q])
-            E[t, q] = (Y[t, q] if a == 0 else E[t, q]) - fit
+            E[t, q] = src[t, q] - fit
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -550,7 +551,7 @@ def _residual_quad(E, Y, Xr, beta, t):
     t2 = t + 2
     t3 = t + 3
     for a in range(0, Xr.shape[1], 8):
-        head = a == 0
+        src = Y if a == 0 else E  # one source array: a select per value defeats vectorization
         x00, x01, x02, x03 = Xr[t, a], Xr[t, a + 1], Xr[t, a + 2], Xr[t, a + 3]
         x04, x05, x06, x07 = Xr[t, a + 4], Xr[t, a + 5], Xr[t, a + 6], Xr[t, a + 7]
         x10, x11, x12, x13 = Xr[t1, a], Xr[t1, a + 1], Xr[t1, a + 2], Xr[t1, a + 3]
@@ -570,10 +571,10 @@ def _residual_quad(E, Y, Xr, beta, t):
                   + x24 * b4 + x25 * b5 + x26 * b6 + x27 * b7)
             f3 = (x30 * b0 + x31 * b1 + x32 * b2 + x33 * b3
                   + x34 * b4 + x35 * b5 + x36 * b6 + x37 * b7)
-            E[t, q] = (Y[t, q] if head else E[t, q]) - f0
-            E[t1, q] = (Y[t1, q] if head else E[t1, q]) - f1
-            E[t2, q] = (Y[t2, q] if head else E[t2, q]) - f2
-            E[t3, q] = (Y[t3, q] if head else E[t3, q]) - f3
+            E[t, q] = src[t, q] - f0
+            E[t1, q] = src[t1, q] - f1
+            E[t2, q] = src[t2, q] - f2
+            E[t3, q] = src[t3, q] - f3
 
 
 @njit(cache=True, fastmath=_FAST)
