@@ -111,3 +111,26 @@ def test_median_selection_equals_numpy(n, ties):
         scratch = np.full(2 * n, np.nan)
         assert _median(row, 5, n, scratch) == np.median(values)
         np.testing.assert_array_equal(row, before)
+
+
+def test_gram_basis_spans_the_products_and_is_cached():
+    """The 36 products of intercept, trend and three harmonics follow from 21 basis
+    columns; the cached variant returns the same, read-only, once per design."""
+    from tscube.bfast._cpu import cached_gram_basis, gram_basis
+    from tscube.bfast.design import build_design
+    from tscube.timeaxis import build_time_axis
+
+    axis = build_time_axis(2000 + np.arange(300) / 23, freq=23)
+    X = build_design(axis, order=3, trend=True).matrix
+    low = np.tril_indices(X.shape[1])
+    products = (X[:, :, None] * X[:, None, :])[:, low[0], low[1]]
+    basis, ptr, index, value = gram_basis(products)
+    assert len(basis) == 21
+    rebuilt = np.stack([products[:, basis[index[ptr[ab]:ptr[ab + 1]]]] @ value[ptr[ab]:ptr[ab + 1]]
+                        for ab in range(products.shape[1])], axis=1)
+    np.testing.assert_allclose(rebuilt, products, rtol=0, atol=1e-12 * np.abs(products).max())
+    cached = cached_gram_basis(products)
+    for got, want in zip(cached, (basis, ptr, index, value)):
+        np.testing.assert_array_equal(got, want)
+        assert not got.flags.writeable
+    assert cached_gram_basis(products.copy())[0] is cached[0]

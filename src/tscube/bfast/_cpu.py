@@ -34,6 +34,7 @@ accumulated in float64, whatever the input dtype. Threads follow numba's setting
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numba
@@ -899,6 +900,7 @@ def gram_basis(products: np.ndarray, rtol: float = 1e-13):
     Returns ``(basis, ptr, index, value)``: column ``ab`` is
     ``sum(value[i] * products[:, basis[index[i]]] for i in range(ptr[ab], ptr[ab + 1]))``.
     """
+    products = np.ascontiguousarray(products, dtype=np.float64)  # same pivots for any layout
     T, kk = products.shape
     identity = (np.arange(kk), np.arange(kk + 1), np.arange(kk), np.ones(kk))
     scale = float(np.abs(products).max()) if products.size else 0.0
@@ -932,6 +934,22 @@ def gram_basis(products: np.ndarray, rtol: float = 1e-13):
         value.extend(coef[nonzero, ab].tolist())
         ptr[ab + 1] = len(index)
     return basis_arr, ptr, np.array(index, dtype=np.int64), np.array(value, dtype=np.float64)
+
+
+def cached_gram_basis(products: np.ndarray):
+    """:func:`gram_basis` of ``products``, remembered (read-only arrays): it costs
+    milliseconds, and a chunked run (dask, resumable runs) calls the engine with the same
+    design for every chunk."""
+    products = np.ascontiguousarray(products, dtype=np.float64)
+    return _gram_basis_of(products.shape, products.tobytes())
+
+
+@functools.lru_cache(maxsize=16)
+def _gram_basis_of(shape, data: bytes):
+    found = gram_basis(np.frombuffer(data, dtype=np.float64).reshape(shape))
+    for array in found:
+        array.setflags(write=False)
+    return found
 
 
 def masked_gram_blas(values, nodata, X, XX, first: int, stop: int, chunk: int = 8192):
@@ -996,7 +1014,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     else:
         low = np.tril_indices(k)
         XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
-        basis, ptr, index, value = gram_basis(XX)
+        basis, ptr, index, value = cached_gram_basis(XX)
         F = np.ascontiguousarray(XX[:, basis])
         Xr = np.zeros((n_dates, -(-k // 8) * 8))  # the design padded for _residuals
         Xr[:, :k] = X
