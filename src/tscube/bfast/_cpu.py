@@ -15,10 +15,11 @@ by side by ``benchmarks/bfast_monitor.py``; :data:`DEFAULT_GRAM` is the fastest 
   few cache lines, a page away from the next date's: no hardware prefetcher sees them). The masked Gram comes from masked sums of the 21 functions of time that span
   the 36 products ``x_t x_t'`` (trigonometric product identities; :func:`gram_basis`),
   accumulated in register tiles of four dates; the solves run over all lanes at once;
-  residuals and sums likewise, in one pass per date.
-  Each pixel's valid residuals (the monitoring ones and the last ``window - 1`` of the
-  history) are then compacted in one pass over the dates for all lanes, and each pixel
-  runs its sequential MOSUM tail on its compacted row. With several monitoring starts
+  residuals likewise, four dates per pass (the history's with their sums of squares).
+  The monitoring residuals go straight from a four-row buffer to each pixel's row of
+  valid values (compaction by the 0/1 mask); one backward pass puts the last
+  ``window - 1`` valid history residuals before them, and each pixel runs its
+  sequential MOSUM tail on its compacted row. With several monitoring starts
   the block is read once and, when every pixel shares the history start ("all",
   "fixed"), the Gram tiles of the earlier start are extended rather than recomputed
   (same sums in the same order, so each start's result equals a call with that start).
@@ -519,8 +520,8 @@ def _solve_lanes(G, xy, k, D, L, tmp, beta, ok):
 
 
 @njit(cache=True, fastmath=_FAST)
-def _residuals(E, Y, Xr, beta, t):
-    """``E[t] = Y[t] - Xr[t] beta`` for one date ``t`` (all lanes; masked later).
+def _residuals(E, e, Y, Xr, beta, t):
+    """``E[e] = Y[t] - Xr[t] beta`` for one date ``t`` (all lanes; masked later).
 
     ``Xr`` is the design padded with zero columns to a multiple of 8 (and ``beta`` with
     zero rows): eight regressors per pass, so that the usual designs (k <= 8) store each
@@ -535,16 +536,16 @@ def _residuals(E, Y, Xr, beta, t):
         x5 = Xr[t, a + 5]
         x6 = Xr[t, a + 6]
         x7 = Xr[t, a + 7]
-        src = Y if a == 0 else E
+        src, i = (Y, t) if a == 0 else (E, e)
         for q in range(lanes):
             fit = (x0 * beta[a, q] + x1 * beta[a + 1, q] + x2 * beta[a + 2, q] + x3 * beta[a + 3, q]
                    + x4 * beta[a + 4, q] + x5 * beta[a + 5, q] + x6 * beta[a + 6, q] + x7 * beta[a + 7, q])
-            E[t, q] = src[t, q] - fit
+            E[e, q] = src[i, q] - fit
 
 
 @njit(cache=True, fastmath=_FAST)
-def _residual_quad(E, Y, Xr, beta, t):
-    """:func:`_residuals` of the four dates ``t .. t + 3`` in one pass: each coefficient
+def _residual_quad(E, e, Y, Xr, beta, t):
+    """:func:`_residuals` of the four dates ``t .. t + 3`` into rows ``e .. e + 3``, in one pass: each coefficient
     of ``beta`` loaded once serves four dates (one date per pass is load-bound). The
     design values are read before the lane loop (stores to ``E`` could alias them)."""
     lanes = E.shape[1]
@@ -552,7 +553,7 @@ def _residual_quad(E, Y, Xr, beta, t):
     t2 = t + 2
     t3 = t + 3
     for a in range(0, Xr.shape[1], 8):
-        src = Y if a == 0 else E  # one source array: a select per value defeats vectorization
+        src, i = (Y, t) if a == 0 else (E, e)  # one source: a select per value defeats vectorization
         x00, x01, x02, x03 = Xr[t, a], Xr[t, a + 1], Xr[t, a + 2], Xr[t, a + 3]
         x04, x05, x06, x07 = Xr[t, a + 4], Xr[t, a + 5], Xr[t, a + 6], Xr[t, a + 7]
         x10, x11, x12, x13 = Xr[t1, a], Xr[t1, a + 1], Xr[t1, a + 2], Xr[t1, a + 3]
@@ -572,30 +573,28 @@ def _residual_quad(E, Y, Xr, beta, t):
                   + x24 * b4 + x25 * b5 + x26 * b6 + x27 * b7)
             f3 = (x30 * b0 + x31 * b1 + x32 * b2 + x33 * b3
                   + x34 * b4 + x35 * b5 + x36 * b6 + x37 * b7)
-            E[t, q] = src[t, q] - f0
-            E[t1, q] = src[t1, q] - f1
-            E[t2, q] = src[t2, q] - f2
-            E[t3, q] = src[t3, q] - f3
+            E[e + 0, q] = src[i + 0, q] - f0
+            E[e + 1, q] = src[i + 1, q] - f1
+            E[e + 2, q] = src[i + 2, q] - f2
+            E[e + 3, q] = src[i + 3, q] - f3
 
 
 @njit(cache=True, fastmath=_FAST)
-def _residual_sums(E, Y, Xr, beta, M, Ym, W, t0, begin, nh, ymax, rss, mcount):
-    """Residuals of every date from ``t0`` on (all lanes) and, while each row is in cache,
-    per lane: history size, max |y| and residual sum of squares over ``[t0, begin)``
-    (mask ``M``), and the number of valid monitoring observations (mask ``W``)."""
-    T, lanes = E.shape
+def _history_residual_sums(E, Y, Xr, beta, M, Ym, t0, begin, nh, ymax, rss):
+    """Residuals of the dates ``[t0, begin)`` (all lanes) and, while each row is in cache,
+    per lane: history size, max |y| and residual sum of squares (mask ``M``)."""
+    lanes = E.shape[1]
     for q in range(lanes):
         nh[q] = 0.0
         ymax[q] = 0.0
         rss[q] = 0.0
-        mcount[q] = 0.0
     t = t0
     while t < begin:
         step = 4 if t + 4 <= begin else 1
         if step == 4:
-            _residual_quad(E, Y, Xr, beta, t)
+            _residual_quad(E, t, Y, Xr, beta, t)
         else:
-            _residuals(E, Y, Xr, beta, t)
+            _residuals(E, t, Y, Xr, beta, t)
         for u in range(t, t + step):
             for q in range(lanes):
                 m = M[u, q]
@@ -605,37 +604,55 @@ def _residual_sums(E, Y, Xr, beta, M, Ym, W, t0, begin, nh, ymax, rss, mcount):
                 ymax[q] = y if y > ymax[q] else ymax[q]
                 rss[q] += e * e if m != 0.0 else 0.0
         t += step
+
+
+@njit(cache=True, fastmath=_FAST)
+def _monitor_residuals_compacted(R, Y, Xr, beta, W, begin, width, offset, C, pos, mcount):
+    """Residuals of the monitoring dates ``[begin, T)``, four dates at a time into the
+    small buffer ``R`` (``(4, lanes)``, in cache), each lane's valid ones appended to its
+    row of ``C`` from ``C[q, offset]`` on; ``mcount`` = how many. Writes are branch-free
+    (every value is written, the position advances by the 0/1 mask) with unsigned flat
+    indices (no wraparound checks)."""
+    T = Y.shape[0]
+    row = C.shape[1]
+    flat = C.reshape(C.size)
+    for q in range(width):
+        pos[q] = q * row + offset
+    t = begin
+    while t + 4 <= T:
+        _residual_quad(R, 0, Y, Xr, beta, t)
+        for q in range(width):
+            at = pos[q]
+            flat[_U(at)] = R[0, q]
+            at += int(W[t, q])
+            flat[_U(at)] = R[1, q]
+            at += int(W[t + 1, q])
+            flat[_U(at)] = R[2, q]
+            at += int(W[t + 2, q])
+            flat[_U(at)] = R[3, q]
+            pos[q] = at + int(W[t + 3, q])
+        t += 4
     while t < T:
-        step = 4 if t + 4 <= T else 1
-        if step == 4:
-            _residual_quad(E, Y, Xr, beta, t)
-        else:
-            _residuals(E, Y, Xr, beta, t)
-        for u in range(t, t + step):
-            for q in range(lanes):
-                mcount[q] += W[u, q]
-        t += step
+        _residuals(R, 0, Y, Xr, beta, t)
+        for q in range(width):
+            at = pos[q]
+            flat[_U(at)] = R[0, q]
+            pos[q] = at + int(W[t, q])
+        t += 1
+    for q in range(width):
+        mcount[q] = pos[q] - (q * row + offset)
 
 
 @njit(cache=True)
-def _compact_lanes(E, M, W, begin, t0, window, width, offset, C, pos):
-    """Compact the residuals each pixel's MOSUM needs into its row of ``C``: the
-    monitoring residuals from ``C[q, offset]`` on, and before them its last
-    ``window[q] - 1`` history residuals. One pass over the dates for all lanes (rows of
-    ``E`` are read contiguously); writes are branch-free (finished lanes write to the
-    spare last column) and use unsigned flat indices (no wraparound checks). Lanes with
-    ``window[q] <= 1`` get no history part."""
-    T = E.shape[0]
+def _compact_history_tail(E, M, begin, t0, window, width, offset, C, pos):
+    """Put each lane's last ``window[q] - 1`` valid history residuals (rows of ``E``,
+    mask ``M``) just before its monitoring residuals, which start at ``C[q, offset]``.
+    One backward pass over the dates for all lanes, stopping when every lane has its
+    values; branch-free writes (finished lanes write to the spare last column). Lanes
+    with ``window[q] <= 1`` get none."""
     row = C.shape[1]
     flat = C.reshape(C.size)
     spare = row - 1
-    for q in range(width):
-        pos[q] = q * row + offset
-    for t in range(begin, T):
-        for q in range(width):
-            at = pos[q]
-            flat[_U(at)] = E[t, q]
-            pos[q] = at + int(W[t, q])
     remaining = 0
     for q in range(width):
         pos[q] = offset - 1
@@ -724,7 +741,7 @@ def _pixel_tail(
 def _monitor_block(
     T, p0, width, X, Xr, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval,
     use_pre, Gpre, bpre,
-    W, Y, M, Ym, E, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
+    W, Y, M, Ym, E, R, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
     status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
     history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
 ):
@@ -791,10 +808,15 @@ def _monitor_block(
             _expand_gram(G, Gf, ptr, index, value, width)
         shared_from = t0 if uniform else -1
         _solve_lanes(G, xy, k, D, L, tmp, beta, ok)
-        _residual_sums(E, Y, Xr, beta, Mh, Yh, W, t0, begin, nh, ymax, rss, mcount)
+        _history_residual_sums(E, Y, Xr, beta, Mh, Yh, t0, begin, nh, ymax, rss)
         window = ivec[0]
         pos = ivec[1]
-        offset = 0
+        offset = 0  # room for the longest MOSUM window among the lanes that may run one
+        for q in range(width):
+            n = int(nh[q])
+            if nvalid[q] > 0.0 and n > k and ok[q] != 0.0:
+                offset = max(offset, int(math.floor(h * n)) - 1)
+        _monitor_residuals_compacted(R, Y, Xr, beta, W, begin, width, offset, C, pos, mcount)
         for q in range(width):
             p = p0 + q
             n = int(nh[q])
@@ -823,8 +845,7 @@ def _monitor_block(
                 status[s, p] = _SINGULAR
                 continue
             window[q] = int(math.floor(h * n))
-            offset = max(offset, window[q] - 1)
-        _compact_lanes(E, Mh, W, begin, t0, window, width, offset, C, pos)
+        _compact_history_tail(E, Mh, begin, t0, window, width, offset, C, pos)
         for q in range(width):
             if window[q] > 1:
                 _pixel_tail(
@@ -853,6 +874,7 @@ def _monitor_simd_kernel(
         W = np.empty((T, block))
         Y = np.empty((T, block))
         E = np.empty((T, block))
+        R = np.empty((4, block))
         M = np.empty((T if per_pixel_history else 1, block))
         Ym = np.empty((T if per_pixel_history else 1, block))
         Gacc = np.empty((nf, block))
@@ -874,7 +896,7 @@ def _monitor_simd_kernel(
             _monitor_block(
                 T, p0, width, X, Xr, F, ptr, index, value, time, first_hist, order,
                 monitor_begin, h, critval, use_pre, Gpre, bpre,
-                W, Y, M, Ym, E, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
+                W, Y, M, Ym, E, R, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
                 status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
                 history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
             )
