@@ -252,61 +252,69 @@ def _monitor_one(
             rss += e * e
             if abs(y[j]) > ymax:
                 ymax = abs(y[j])
-    _mosum_tail(
-        resid, rows, lo, mid, nv, rss, ymax, k, time, h, critval, sel, p, s,
-        status, break_index, break_time, magnitude, mosum_mean, statistic, sigma_out,
-        process, boundary, want_process,
+    m = nv - mid
+    first = _mosum_tail(
+        resid, mid, m, n, rss, ymax, k, h, critval, sel, p, s,
+        status, magnitude, mosum_mean, statistic, sigma_out, want_process,
     )
+    if want_process and status[s, p] != _PERFECT_FIT:
+        for j in range(m):
+            process[s, rows[mid + j], p] = sel[j]
+            boundary[s, rows[mid + j], p] = sel[m + j]
+    if first >= 0:
+        break_index[s, p] = rows[mid + first]
+        break_time[s, p] = time[rows[mid + first]]
 
 
 @njit(cache=True)
 def _mosum_tail(
-    resid, rows, lo, mid, nv, rss, ymax, k, time, h, critval, sel, p, s,
-    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma_out,
-    process, boundary, want_process,
+    buf, offset, m, n, rss, ymax, k, h, critval, sel, p, s,
+    status, magnitude, mosum_mean, statistic, sigma_out, want_process,
 ):
-    """From the residuals ``resid[lo:nv]`` (history ``[lo, mid)``, monitoring ``[mid, nv)``)
-    to sigma, magnitude, the MOSUM process, its boundary and the first crossing."""
-    n = mid - lo
+    """One pixel after its fit, from its compacted residuals ``buf``: the ``m`` monitoring
+    ones from ``offset`` on, the history's last ``window - 1`` just before. Writes sigma,
+    magnitude, the MOSUM statistics (and PERFECT_FIT) of pixel ``p``, start ``s``; with
+    ``want_process`` the process values go to ``sel[:m]`` and their boundary to
+    ``sel[m:2m]``. Returns ``j``, the first monitoring value over the boundary, or -1
+    (none, a non-finite process, or a perfect fit). Shared by both cpu formulations."""
     window = int(math.floor(h * n))
     sigma = math.sqrt(rss / (n - k))
     sigma_out[s, p] = sigma
-    m = nv - mid
-    magnitude[s, p] = _median(resid, mid, m, sel)
+    magnitude[s, p] = _median(buf, offset, m, sel)
     if sigma <= PERFECT_FIT_RTOL * ymax:
         status[s, p] = _PERFECT_FIT
-        return
-
+        return -1
     scale = 1.0 / (sigma * math.sqrt(n))
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
     wsum = 0.0
-    for j in range(mid - window + 1, mid + 1):
-        wsum += resid[j]
+    for i in range(offset + 1 - window, offset + 1):
+        wsum += buf[i]
     first = -1
     total = 0.0
     biggest = 0.0
     finite = True
-    for j in range(mid, nv):
-        if j > mid:
-            wsum += resid[j] - resid[j - window]
+    for j in range(m):
+        i = offset + j
+        if j > 0:
+            wsum += buf[i] - buf[i - window]
         value = wsum * scale
-        ratio = (j - lo + 1) / n
-        bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
         if not math.isfinite(value):
             finite = False
         total += value
-        if abs(value) > biggest:
-            biggest = abs(value)
-        if first < 0 and abs(value) > bound:
-            first = j
-        if want_process:
-            process[s, rows[j], p] = value
-            boundary[s, rows[j], p] = bound
+        size = abs(value)
+        if size > biggest:
+            biggest = size
+        if want_process or (first < 0 and size > flat_bound):  # the log only when needed
+            ratio = (n + j + 1) / n
+            bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
+            if first < 0 and size > bound:
+                first = j
+            if want_process:
+                sel[j] = value
+                sel[m + j] = bound
     statistic[s, p] = biggest
     mosum_mean[s, p] = total / m
-    if first >= 0 and finite:
-        break_index[s, p] = rows[first]
-        break_time[s, p] = time[rows[first]]
+    return first if finite else -1
 
 
 @njit(parallel=True, cache=True, fastmath={"contract"})
@@ -687,51 +695,21 @@ def _pixel_tail(
     status, break_index, break_time, magnitude, mosum_mean, statistic, sigma_out,
     process, boundary, want_process,
 ):
-    """One pixel of a block (lane ``q``), after its fit, from its compacted residuals
-    ``buf`` (monitoring from ``offset`` on, the history's last ``window - 1`` before):
-    sigma, magnitude, the MOSUM process, its boundary and the first crossing."""
-    window = int(math.floor(h * n))
-    sigma = math.sqrt(rss / (n - k))
-    sigma_out[s, p] = sigma
-    magnitude[s, p] = _median(buf, offset, m, sel)
-    if sigma <= PERFECT_FIT_RTOL * ymax:
-        status[s, p] = _PERFECT_FIT
-        return
-    scale = 1.0 / (sigma * math.sqrt(n))
-    flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
-    wsum = 0.0
-    for i in range(offset + 1 - window, offset + 1):
-        wsum += buf[i]
-    first = -1
-    total = 0.0
-    biggest = 0.0
-    finite = True
-    t = begin - 1
-    for j in range(m):
-        i = offset + j
-        if j > 0:
-            wsum += buf[i] - buf[i - window]
-        value = wsum * scale
-        if not math.isfinite(value):
-            finite = False
-        total += value
-        size = abs(value)
-        if size > biggest:
-            biggest = size
-        if want_process or (first < 0 and size > flat_bound):
-            ratio = (n + j + 1) / n
-            bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
-            if first < 0 and size > bound:
-                first = j
-            if want_process:
+    """:func:`_mosum_tail` of lane ``q`` of a block; the dates of its monitoring values are
+    found by walking the lane's validity mask ``W`` from ``begin``."""
+    first = _mosum_tail(
+        buf, offset, m, n, rss, ymax, k, h, critval, sel, p, s,
+        status, magnitude, mosum_mean, statistic, sigma_out, want_process,
+    )
+    if want_process and status[s, p] != _PERFECT_FIT:
+        t = begin - 1
+        for j in range(m):
+            t += 1
+            while W[t, q] == 0.0:
                 t += 1
-                while W[t, q] == 0.0:
-                    t += 1
-                process[s, t, p] = value
-                boundary[s, t, p] = bound
-    statistic[s, p] = biggest
-    mosum_mean[s, p] = total / m
-    if first >= 0 and finite:
+            process[s, t, p] = sel[j]
+            boundary[s, t, p] = sel[m + j]
+    if first >= 0:
         t = _monitor_date(W, q, begin, first)
         break_index[s, p] = t
         break_time[s, p] = time[t]
