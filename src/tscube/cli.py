@@ -7,7 +7,7 @@ import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import numpy as np
 import typer
@@ -209,30 +209,55 @@ _OVERWRITE_HELP = ("Replace an existing output (or a run in progress into it) ma
                    "another input; without it such a run is refused.")
 _MEMORY_HELP = "Memory one chunk may use while processed, e.g. '2GB' (sets the dask chunk sizes)."
 
+# Options shared by several commands, declared once (defaults stay in each signature).
+InputCube = Annotated[Path, typer.Argument(metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr.")]
+DatesFile = Annotated[Optional[Path], typer.Option("--dates", help=_DATES_HELP)]
+DatePattern = Annotated[Optional[str], typer.Option("--date-pattern", help=_PATTERN_HELP)]
+Variable = Annotated[Optional[str], typer.Option(help="NetCDF/Zarr variable to read.")]
+Nodata = Annotated[Optional[float], typer.Option(help="Extra value marking missing observations.")]
+Workers = Annotated[Optional[int], typer.Option(help="Start a local dask cluster with N worker processes.")]
+Scheduler = Annotated[Optional[str], typer.Option(help="Address of a running dask scheduler to use.")]
+Memory = Annotated[Optional[str], typer.Option(help=_MEMORY_HELP)]
+Progress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar over the chunks.")]
+Overwrite = Annotated[bool, typer.Option("--overwrite", help=_OVERWRITE_HELP)]
+# the BFAST Monitor model (monitor, plot-pixel)
+Start = Annotated[str, typer.Option(help="Start of monitoring: YYYY-MM-DD, decimal year or YEAR,CYCLE.")]
+Freq = Annotated[Optional[int], typer.Option(help="Observations per year of the time grid (23: 16-day, 12: monthly); default daily.")]
+History = Annotated[str, typer.Option(help="Stable history: ROC (default, as R), BP, all or a start date.")]
+Order = Annotated[int, typer.Option(help="Harmonic order of the seasonal model.")]
+Bandwidth = Annotated[float, typer.Option("--h", help="MOSUM bandwidth (0.25, 0.5 or 1).")]
+Level = Annotated[float, typer.Option(help="Significance level of the monitoring test.")]
+End = Annotated[float, typer.Option(help="Monitoring horizon of the critical values (2, 4, 6, 8, 10).")]
+NoTrend = Annotated[bool, typer.Option("--no-trend", help="Fit the seasonal model without a trend.")]
+# figures (plot, plot-pixel)
+Width = Annotated[int, typer.Option(help="Image width in pixels.")]
+Height = Annotated[int, typer.Option(help="Image height in pixels.")]
+Dpi = Annotated[int, typer.Option(help="Dots per inch (text size relative to the image).")]
+
 
 @app.command()
 def monitor(
-    input_path: Path = typer.Argument(..., metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr."),
-    start: str = typer.Option(..., help="Start of monitoring: YYYY-MM-DD, decimal year or YEAR,CYCLE."),
-    output: Path = typer.Option(..., "-o", "--output", help="Result file: .tif (one band per output), .nc or .zarr."),
-    dates: Optional[Path] = typer.Option(None, "--dates", help=_DATES_HELP),
-    date_pattern: Optional[str] = typer.Option(None, "--date-pattern", help=_PATTERN_HELP),
-    variable: Optional[str] = typer.Option(None, help="NetCDF/Zarr variable to analyse."),
-    freq: Optional[int] = typer.Option(None, help="Observations per year of the time grid (23: 16-day, 12: monthly); default daily."),
-    history: str = typer.Option("ROC", help="Stable history: ROC (default, as R), BP, all or a start date."),
-    order: int = typer.Option(3, help="Harmonic order of the seasonal model."),
-    h: float = typer.Option(0.25, "--h", help="MOSUM bandwidth (0.25, 0.5 or 1)."),
-    level: float = typer.Option(0.05, help="Significance level of the monitoring test."),
-    end: float = typer.Option(10, help="Monitoring horizon of the critical values (2, 4, 6, 8, 10)."),
-    no_trend: bool = typer.Option(False, "--no-trend", help="Fit the seasonal model without a trend."),
-    nodata: Optional[float] = typer.Option(None, help="Extra value marking missing observations."),
-    process: bool = typer.Option(False, "--process", help="Also write the MOSUM process/boundary (.nc/.zarr only)."),
-    engine: str = typer.Option("auto", help="auto, reference, cpu or cuda."),
-    workers: Optional[int] = typer.Option(None, help="Start a local dask cluster with N worker processes."),
-    scheduler: Optional[str] = typer.Option(None, help="Address of a running dask scheduler to use."),
-    memory: Optional[str] = typer.Option(None, help=_MEMORY_HELP),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar over the chunks."),
-    overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
+    input_path: InputCube,
+    start: Start,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Result file: .tif (one band per output), .nc or .zarr.")],
+    dates: DatesFile = None,
+    date_pattern: DatePattern = None,
+    variable: Variable = None,
+    freq: Freq = None,
+    history: History = "ROC",
+    order: Order = 3,
+    h: Bandwidth = 0.25,
+    level: Level = 0.05,
+    end: End = 10,
+    no_trend: NoTrend = False,
+    nodata: Nodata = None,
+    process: Annotated[bool, typer.Option("--process", help="Also write the MOSUM process/boundary (.nc/.zarr only).")] = False,
+    engine: Annotated[str, typer.Option(help="auto, reference, cpu or cuda.")] = "auto",
+    workers: Workers = None,
+    scheduler: Scheduler = None,
+    memory: Memory = None,
+    progress: Progress = True,
+    overwrite: Overwrite = False,
 ) -> None:
     """BFAST Monitor change detection: a georeferenced map of the first break per pixel.
 
@@ -264,23 +289,23 @@ def monitor(
 
 @app.command("stl")
 def stl_command(
-    input_path: Path = typer.Argument(..., metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr."),
-    period: int = typer.Option(..., help="Length of the seasonal cycle in time steps (23 for 16-day data)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Result file: .tif (per-pixel maps), .nc or .zarr."),
-    dates: Optional[Path] = typer.Option(None, "--dates", help=_DATES_HELP),
-    date_pattern: Optional[str] = typer.Option(None, "--date-pattern", help=_PATTERN_HELP),
-    variable: Optional[str] = typer.Option(None, help="NetCDF/Zarr variable to analyse."),
-    seasonal: str = typer.Option("7", help="Seasonal smoother window (odd integer) or 'periodic'."),
-    robust: bool = typer.Option(False, "--robust", help="Robust fit (downweights outliers)."),
-    flavor: str = typer.Option("statsmodels", help="statsmodels or stlplus."),
-    components: bool = typer.Option(False, "--components", help="Also write seasonal/trend/remainder/weights series (.nc/.zarr)."),
-    nodata: Optional[float] = typer.Option(None, help="Extra value marking missing observations."),
-    engine: str = typer.Option("auto", help="auto, reference or cpu."),
-    workers: Optional[int] = typer.Option(None, help="Start a local dask cluster with N worker processes."),
-    scheduler: Optional[str] = typer.Option(None, help="Address of a running dask scheduler to use."),
-    memory: Optional[str] = typer.Option(None, help=_MEMORY_HELP),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar over the chunks."),
-    overwrite: bool = typer.Option(False, "--overwrite", help=_OVERWRITE_HELP),
+    input_path: InputCube,
+    period: Annotated[int, typer.Option(help="Length of the seasonal cycle in time steps (23 for 16-day data).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Result file: .tif (per-pixel maps), .nc or .zarr.")],
+    dates: DatesFile = None,
+    date_pattern: DatePattern = None,
+    variable: Variable = None,
+    seasonal: Annotated[str, typer.Option(help="Seasonal smoother window (odd integer) or 'periodic'.")] = "7",
+    robust: Annotated[bool, typer.Option("--robust", help="Robust fit (downweights outliers).")] = False,
+    flavor: Annotated[str, typer.Option(help="statsmodels or stlplus.")] = "statsmodels",
+    components: Annotated[bool, typer.Option("--components", help="Also write seasonal/trend/remainder/weights series (.nc/.zarr).")] = False,
+    nodata: Nodata = None,
+    engine: Annotated[str, typer.Option(help="auto, reference or cpu.")] = "auto",
+    workers: Workers = None,
+    scheduler: Scheduler = None,
+    memory: Memory = None,
+    progress: Progress = True,
+    overwrite: Overwrite = False,
 ) -> None:
     """STL decomposition: trend slope and seasonal amplitude maps (and components). Resumable, as monitor."""
     from .stl import StlStatus
@@ -306,9 +331,9 @@ def plot_command(
     result_path: Path = typer.Argument(..., metavar="RESULT", help="Result of monitor or stl: .tif, .nc or .zarr."),
     output: Path = typer.Option(..., "-o", "--output", help="PNG (or .pdf/.svg) to write."),
     start_index: int = typer.Option(0, "--start-index", help="Which start of a multi-start result to map."),
-    width: int = typer.Option(1100, help="Image width in pixels."),
-    height: int = typer.Option(450, help="Image height in pixels."),
-    dpi: int = typer.Option(100, help="Dots per inch (text size relative to the image)."),
+    width: Width = 1100,
+    height: Height = 450,
+    dpi: Dpi = 100,
     title: Optional[str] = typer.Option(None, help="Title prefix of the maps (default: the result's file name)."),
 ) -> None:
     """Quick-look maps of a result: break year + magnitude (monitor), trend slope + seasonal amplitude (stl)."""
@@ -325,27 +350,27 @@ def plot_command(
 
 @app.command("plot-pixel")
 def plot_pixel_command(
-    input_path: Path = typer.Argument(..., metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr."),
-    x: float = typer.Option(..., "--x", help="Column index, or map x coordinate (see --coords)."),
-    y: float = typer.Option(..., "--y", help="Row index, or map y coordinate (see --coords)."),
-    start: str = typer.Option(..., help="Start of monitoring: YYYY-MM-DD, decimal year or YEAR,CYCLE."),
-    output: Path = typer.Option(Path("pixel.png"), "-o", "--output", help="PNG (or .pdf/.svg) to write."),
-    coords: str = typer.Option("auto", help="How to read --x/--y: pixel (indices), map (coordinates) or auto "
-                                            "(indices when both are integers inside the grid)."),
-    dates: Optional[Path] = typer.Option(None, "--dates", help=_DATES_HELP),
-    date_pattern: Optional[str] = typer.Option(None, "--date-pattern", help=_PATTERN_HELP),
-    variable: Optional[str] = typer.Option(None, help="NetCDF/Zarr variable to analyse."),
-    freq: Optional[int] = typer.Option(None, help="Observations per year of the time grid (23: 16-day, 12: monthly); default daily."),
-    history: str = typer.Option("ROC", help="Stable history: ROC (default, as R), BP, all or a start date."),
-    order: int = typer.Option(3, help="Harmonic order of the seasonal model."),
-    h: float = typer.Option(0.25, "--h", help="MOSUM bandwidth (0.25, 0.5 or 1)."),
-    level: float = typer.Option(0.05, help="Significance level of the monitoring test."),
-    end: float = typer.Option(10, help="Monitoring horizon of the critical values (2, 4, 6, 8, 10)."),
-    no_trend: bool = typer.Option(False, "--no-trend", help="Fit the seasonal model without a trend."),
-    nodata: Optional[float] = typer.Option(None, help="Extra value marking missing observations."),
-    width: int = typer.Option(1000, help="Image width in pixels."),
-    height: int = typer.Option(650, help="Image height in pixels."),
-    dpi: int = typer.Option(100, help="Dots per inch."),
+    input_path: InputCube,
+    x: Annotated[float, typer.Option("--x", help="Column index, or map x coordinate (see --coords).")],
+    y: Annotated[float, typer.Option("--y", help="Row index, or map y coordinate (see --coords).")],
+    start: Start,
+    output: Annotated[Path, typer.Option("-o", "--output", help="PNG (or .pdf/.svg) to write.")] = Path("pixel.png"),
+    coords: Annotated[str, typer.Option(help="How to read --x/--y: pixel (indices), map (coordinates) or auto "
+                                             "(indices when both are integers inside the grid).")] = "auto",
+    dates: DatesFile = None,
+    date_pattern: DatePattern = None,
+    variable: Variable = None,
+    freq: Freq = None,
+    history: History = "ROC",
+    order: Order = 3,
+    h: Bandwidth = 0.25,
+    level: Level = 0.05,
+    end: End = 10,
+    no_trend: NoTrend = False,
+    nodata: Nodata = None,
+    width: Width = 1000,
+    height: Height = 650,
+    dpi: Dpi = 100,
 ) -> None:
     """One pixel's series, fitted season-trend model, monitoring start, break and MOSUM process."""
     from .plot import locate_pixel, plot_pixel
@@ -409,11 +434,11 @@ def _human_bytes(n: float) -> str:
 
 @app.command()
 def info(
-    input_path: Path = typer.Argument(..., metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr."),
-    dates: Optional[Path] = typer.Option(None, "--dates", help=_DATES_HELP),
-    date_pattern: Optional[str] = typer.Option(None, "--date-pattern", help=_PATTERN_HELP),
-    variable: Optional[str] = typer.Option(None, help="NetCDF/Zarr variable to describe."),
-    memory: Optional[str] = typer.Option(None, help=_MEMORY_HELP),
+    input_path: InputCube,
+    dates: DatesFile = None,
+    date_pattern: DatePattern = None,
+    variable: Variable = None,
+    memory: Memory = None,
 ) -> None:
     """Describe an input cube: dates, shape, missing fraction, CRS, size, chunks."""
     import pandas as pd
