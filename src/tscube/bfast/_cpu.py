@@ -12,7 +12,8 @@ by side by ``benchmarks/bfast_monitor.py``; :data:`DEFAULT_GRAM` is the fastest 
   with the pixels as SIMD lanes. The block is read once, date by date as the cube is
   stored, into float64 buffers (value and 0/1 validity, branch-free: cloud masks are
   random), with software prefetches a few dates ahead (a block's row of a date is a
-  few cache lines, a page away from the next date's: no hardware prefetcher sees them). The masked Gram comes from masked sums of the 21 functions of time that span
+  few cache lines, a page away from the next date's: no hardware prefetcher sees
+  them). The masked Gram comes from masked sums of the 21 functions of time that span
   the 36 products ``x_t x_t'`` (trigonometric product identities; :func:`gram_basis`),
   accumulated in register tiles of four dates; the solves run over all lanes at once;
   residuals likewise, four dates per pass (the history's with their sums of squares).
@@ -553,9 +554,10 @@ def _residuals(E, e, Y, Xr, beta, t):
 
 @njit(cache=True, fastmath=_FAST)
 def _residual_quad(E, e, Y, Xr, beta, t):
-    """:func:`_residuals` of the four dates ``t .. t + 3`` into rows ``e .. e + 3``, in one pass: each coefficient
-    of ``beta`` loaded once serves four dates (one date per pass is load-bound). The
-    design values are read before the lane loop (stores to ``E`` could alias them)."""
+    """:func:`_residuals` of the four dates ``t .. t + 3`` into rows ``e .. e + 3`` in one
+    pass: each coefficient of ``beta`` loaded once serves four dates (one date per pass
+    is load-bound). The design values are read before the lane loop (stores to ``E``
+    could alias them)."""
     lanes = E.shape[1]
     t1 = t + 1
     t2 = t + 2
