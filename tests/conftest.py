@@ -29,11 +29,11 @@ def _serialise_simulator_shared_arrays() -> None:
     wrong break in CI). Same lookup, under a lock; dynamic shared memory is unchanged.
     """
     try:
-        from numba.core import types
-        from numba.cuda.simulator.kernelapi import FakeCUDAShared
-        from numba.np import numpy_support
+        from numba.cuda.simulator import kernelapi
     except ImportError:  # no simulator in this numba-cuda: nothing to fix
         return
+    FakeCUDAShared = kernelapi.FakeCUDAShared
+    types, numpy_support = kernelapi.types, kernelapi.numpy_support  # the simulator's own
     original = FakeCUDAShared.array
     if getattr(original, "_tscube_locked", False):
         return
