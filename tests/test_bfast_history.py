@@ -94,3 +94,18 @@ def test_rec_cusum_pvalue_is_continuous_and_decreasing():
     p = np.array([rec_cusum_pvalue(v) for v in s])
     assert np.all(np.diff(p) < 0) and p[0] == pytest.approx(1 - 0.1465 * 0.01)
     assert rec_cusum_pvalue(0.947898101732124) == pytest.approx(0.05, abs=2e-4)  # R's lambda
+
+
+def test_cpu_roc_matches_reference_at_a_near_tie():
+    """A pixel whose reversed Rec-CUSUM passes within 5e-5 of its boundary: Sherman–Morrison
+    updates started from the nearly singular k-row fit used to cross there (history of 51
+    dates instead of the reference's 49); the first fits are now solved exactly."""
+    cube = make_cube("demo", shape=(2, 65), n_dates=112, n_history=29, nan_fraction=0.0,
+                     seed=566312861, dtype=np.float64)
+    pixel = cube.data[:, 0:1, 18:19]
+    kwargs = dict(dates=cube.dates, start=cube.dates[106], freq=23, order=3, h=1.0, history="ROC")
+    reference = bfast_monitor(pixel, engine="reference", **kwargs)
+    cpu = bfast_monitor(pixel, engine="cpu", **kwargs)
+    assert int(reference.n_history.ravel()[0]) == 49
+    np.testing.assert_array_equal(cpu.n_history, reference.n_history)
+    np.testing.assert_array_equal(cpu.history_start, reference.history_start)

@@ -69,6 +69,15 @@ def _inverse_in_order(G, k, inverse, L, d, idx):
     return nk
 
 
+#: Sherman–Morrison updates of the recursive residuals start from the first full-rank fit
+#: (k rows: harmonics on a few consecutive dates, nearly singular) and carry its rounding
+#: along, ~1e-5 relative: enough to move a ROC crossing that the reference, which solves
+#: every fit, does not see. The inverse is therefore refreshed by an exact solve of the
+#: normal equations at 2k, ... rows, up to this many times k (one refresh, at 2k,
+#: made the known near-tie agree; each costs about 20 updates).
+_REFRESH_UNTIL = 2
+
+
 @njit(cache=True)
 def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, Px, L, d, idx):
     """Recursive residuals of ``count`` compacted rows starting at position ``first`` and
@@ -89,7 +98,8 @@ def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, P
     for i in range(k, count):
         pos = first + step * i
         r = rows[pos]
-        if not full:  # rank-deficient so far: full in-order solve (R's refit)
+        exact = not full or (i % k == 0 and i <= _REFRESH_UNTIL * k)
+        if exact:  # rank-deficient so far (R's refit), or a short, ill-conditioned fit
             nk = _inverse_in_order(G, k, P, L, d, idx)
             for a in range(k):
                 s = 0.0
@@ -114,7 +124,7 @@ def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, P
             for a in range(k):
                 for b in range(k):
                     P[a, b] -= Px[a] * Px[b] / f
-        else:
+        if not full or i < _REFRESH_UNTIL * k:  # a later exact solve needs this row
             for a in range(k):
                 rhs[a] += X[r, a] * y[pos]
                 for b in range(k):
