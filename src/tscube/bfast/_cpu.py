@@ -98,15 +98,15 @@ def _median(data, start, n, scratch):
     k1 = (count - _U(1)) // _U(2)  # the middle ranks (equal for odd n)
     k2 = count // _U(2)
     source = data  # the first partition reads the data, the later ones a scratch half
-    first = _U(start)
-    src = half  # offsets of the current and the other half
-    dst = _U(0)
+    first = _U(start)  # where the candidates start in ``source``
+    dst = _U(0)  # the scratch half the next partition writes to
     lo = _U(0)
     hi = count
     if count <= _SMALL_SELECT:
         for u in range(count):
             scratch[u] = data[first + u]
-        src = _U(0)
+        source = scratch
+        first = _U(0)
     while hi - lo > _SMALL_SELECT:
         width = hi - lo
         x0 = source[first + lo + width // _U(4)]
@@ -132,18 +132,18 @@ def _median(data, start, n, scratch):
             hi = i
         else:
             lo = i
-        src, dst = dst, src
         source = scratch
-        first = src
-    for u in range(src + lo, src + k2 + _U(1)):  # partial selection sort up to the upper rank
+        first = dst
+        dst = half - dst
+    for u in range(first + lo, first + k2 + _U(1)):  # partial selection sort up to the upper rank
         best = u
-        for w in range(u + _U(1), src + hi):
+        for w in range(u + _U(1), first + hi):
             if scratch[w] < scratch[best]:
                 best = w
         scratch[u], scratch[best] = scratch[best], scratch[u]
     if k1 == k2:
-        return scratch[src + k2]
-    return 0.5 * (scratch[src + k1] + scratch[src + k2])
+        return scratch[first + k2]
+    return 0.5 * (scratch[first + k1] + scratch[first + k2])
 
 
 @njit(cache=True)
@@ -791,11 +791,9 @@ def _monitor_block(
         _history_residual_sums(E, Y, Xr, beta, Mh, Yh, t0, begin, nh, ymax, rss)
         window = ivec[0]
         pos = ivec[1]
-        offset = 0  # room for the longest MOSUM window among the lanes that may run one
+        offset = 0  # room for the longest MOSUM window (n <= begin - t0, so offset + m < T)
         for q in range(width):
-            n = int(nh[q])
-            if nvalid[q] > 0.0 and n > k and ok[q] != 0.0:
-                offset = max(offset, int(math.floor(h * n)) - 1)
+            offset = max(offset, int(math.floor(h * nh[q])) - 1)
         _monitor_residuals_compacted(R, Y, Xr, beta, W, begin, width, offset, C, pos, mcount)
         for q in range(width):
             p = p0 + q
@@ -942,8 +940,8 @@ def cached_gram_basis(products: np.ndarray):
     """:func:`gram_basis` of ``products``, remembered (read-only arrays): it costs
     milliseconds, and a chunked run (dask, resumable runs) calls the engine with the same
     design for every chunk."""
-    products = np.ascontiguousarray(products, dtype=np.float64)
-    return _gram_basis_of(products.shape, products.tobytes())
+    products = np.asarray(products, dtype=np.float64)
+    return _gram_basis_of(products.shape, products.tobytes())  # C-order bytes for any layout
 
 
 @functools.lru_cache(maxsize=16)
