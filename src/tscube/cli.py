@@ -163,6 +163,11 @@ def _parse_when(text: str, name: str):
         raise ValueError(f"--{name} {text!r} is not a date (YYYY-MM-DD), a decimal year or YEAR,CYCLE") from None
 
 
+def _parse_history(text: str):
+    """``--history``: a selection method (all, ROC, BP) or a fixed start date."""
+    return text if text in ("all", "ROC", "BP") else _parse_when(text, "history")
+
+
 def _open_input(input_path: Path, dates_file, date_pattern, variable, memory):
     from .io import open_cube
 
@@ -203,23 +208,22 @@ def _check_output(output: Path) -> None:
         raise FileNotFoundError(f"output folder {str(output.parent)!r} does not exist")
 
 
-_DATES_HELP = "Dates of the time steps when the input lacks them: one ISO date per line (or a CSV with a 'date' column)."
-_PATTERN_HELP = "Date in the file names of a folder input: strftime-like ('%Y%m%d', 'A%Y%j') or a regex."
-_OVERWRITE_HELP = ("Replace an existing output (or a run in progress into it) made with other parameters or "
-                   "another input; without it such a run is refused.")
-_MEMORY_HELP = "Memory one chunk may use while processed, e.g. '2GB' (sets the dask chunk sizes)."
-
 # Options shared by several commands, declared once (defaults stay in each signature).
 InputCube = Annotated[Path, typer.Argument(metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr.")]
-DatesFile = Annotated[Optional[Path], typer.Option("--dates", help=_DATES_HELP)]
-DatePattern = Annotated[Optional[str], typer.Option("--date-pattern", help=_PATTERN_HELP)]
+DatesFile = Annotated[Optional[Path], typer.Option("--dates", help=(
+    "Dates of the time steps when the input lacks them: one ISO date per line (or a CSV with a 'date' column)."))]
+DatePattern = Annotated[Optional[str], typer.Option("--date-pattern", help=(
+    "Date in the file names of a folder input: strftime-like ('%Y%m%d', 'A%Y%j') or a regex."))]
 Variable = Annotated[Optional[str], typer.Option(help="NetCDF/Zarr variable to read.")]
 Nodata = Annotated[Optional[float], typer.Option(help="Extra value marking missing observations.")]
 Workers = Annotated[Optional[int], typer.Option(help="Start a local dask cluster with N worker processes.")]
 Scheduler = Annotated[Optional[str], typer.Option(help="Address of a running dask scheduler to use.")]
-Memory = Annotated[Optional[str], typer.Option(help=_MEMORY_HELP)]
+Memory = Annotated[Optional[str], typer.Option(help=(
+    "Memory one chunk may use while processed, e.g. '2GB' (sets the dask chunk sizes)."))]
 Progress = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar over the chunks.")]
-Overwrite = Annotated[bool, typer.Option("--overwrite", help=_OVERWRITE_HELP)]
+Overwrite = Annotated[bool, typer.Option("--overwrite", help=(
+    "Replace an existing output (or a run in progress into it) made with other parameters or "
+    "another input; without it such a run is refused."))]
 # the BFAST Monitor model (monitor, plot-pixel)
 Start = Annotated[str, typer.Option(help="Start of monitoring: YYYY-MM-DD, decimal year or YEAR,CYCLE.")]
 Freq = Annotated[Optional[int], typer.Option(help="Observations per year of the time grid (23: 16-day, 12: monthly); default daily.")]
@@ -270,7 +274,7 @@ def monitor(
     with _clean_errors():
         _check_output(output)
         start_value = _parse_when(start, "start")
-        history_value = history if history in ("all", "ROC", "BP") else _parse_when(history, "history")
+        history_value = _parse_history(history)
         da = _open_input(input_path, dates, date_pattern, variable, memory)
         typer.echo(f"{input_path.name}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
                    f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
@@ -378,7 +382,7 @@ def plot_pixel_command(
     with _clean_errors():
         _check_figure_output(output, width, height, dpi)
         start_value = _parse_when(start, "start")
-        history_value = history if history in ("all", "ROC", "BP") else _parse_when(history, "history")
+        history_value = _parse_history(history)
         da = _open_input(input_path, dates, date_pattern, variable, None)
         row, col, how = locate_pixel(da, x, y, coords)
         fig = plot_pixel(da, start=start_value, x=x, y=y, coords=coords, freq=freq, order=order,
