@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -146,8 +147,8 @@ def _view(array, *shape):
     return array[: int(np.prod(shape))].reshape(shape)
 
 
-def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagged=None
-        ) -> dict[str, np.ndarray]:
+def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagged=None,
+        timings: dict | None = None) -> dict[str, np.ndarray]:
     """Run BFAST Monitor on ``values`` ``(T, P)`` on the GPU; outputs like ``_reference.run``.
 
     Parameters
@@ -161,6 +162,10 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
         engine's per-pixel selection.
     history_flagged : bool ndarray (S, P), optional
         Pixels whose selection was flagged: status ROC_NO_CROSSING instead of OK.
+    timings : dict, optional
+        Filled with milliseconds, for benchmarks: ``selection`` (cpu ROC/BP selection,
+        wall clock), and by CUDA events summed over chunks ``h2d`` (input copies),
+        ``kernels`` (all kernels) and ``d2h`` (output copies).
 
     Raises
     ------
@@ -173,19 +178,24 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     cuda = _require_cuda()  # first: no costly cpu selection before a missing-GPU error
     n_dates, n_pixels = values.shape
     n_starts = plan.n_starts
+    if timings is not None:
+        timings.update(selection=0.0, h2d=0.0, kernels=0.0, d2h=0.0)
     if history_begin is None and plan.history not in ("all", "fixed"):
         # the sequential per-pixel tests run on the cpu; the monitoring on the GPU
+        started = time.perf_counter()
         history_begin, selected_flags = _cpu_selection(values, plan)
+        if timings is not None:
+            timings["selection"] = 1e3 * (time.perf_counter() - started)
         if history_flagged is None:
             history_flagged = selected_flags
     begin_all = _history_begin(plan, n_pixels, history_begin)
     flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None
                  else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels))
     with _DEVICE_LOCK:
-        return _run_locked(cuda, values, plan, begin_all, flags_all)
+        return _run_locked(cuda, values, plan, begin_all, flags_all, timings)
 
 
-def _run_locked(cuda, values, plan, begin_all, flags_all) -> dict[str, np.ndarray]:
+def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, np.ndarray]:
     from . import _cuda_kernels as kern
 
     n_dates, n_pixels = values.shape
@@ -222,7 +232,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all) -> dict[str, np.ndarra
     monitor = kern.monitor_kernel(k, tpb_pixel)
     d_X = cuda.to_device(np.ascontiguousarray(X, dtype=np.float64))
     d_monitor_begin = cuda.to_device(np.asarray(plan.monitor_begin, dtype=np.int32))
-    time = np.asarray(plan.axis.time, dtype=np.float64)
+    axis_time = np.asarray(plan.axis.time, dtype=np.float64)
 
     buffers = [_Buffers(cuda, n_dates, k, n_starts, chunk, raw_dtype, plan.return_process)
                for _ in range(2 if n_pixels > chunk else 1)]
@@ -239,9 +249,14 @@ def _run_locked(cuda, values, plan, begin_all, flags_all) -> dict[str, np.ndarra
         d_raw = _view(buf.d_raw, n_dates, m)
         d_begin = _view(buf.d_begin, n_starts, m)
         d_flag = _view(buf.d_flag, n_starts, m)
+        events = [cuda.event() for _ in range(4)] if timings is not None else None
+        if events:
+            events[0].record(stream)
         d_raw.copy_to_device(h_raw, stream=stream)
         d_begin.copy_to_device(h_begin, stream=stream)
         d_flag.copy_to_device(h_flag, stream=stream)
+        if events:
+            events[1].record(stream)
         d_int = _view(buf.d_int, 7, n_starts, m)
         d_float = _view(buf.d_float, 5, n_starts, m)
         d_y = _view(buf.d_y, m, n_dates)
@@ -277,29 +292,36 @@ def _run_locked(cuda, values, plan, begin_all, flags_all) -> dict[str, np.ndarra
                 d_X, d_y, d_beta, d_singular, d_begin, d_flag, s, float(plan.h),
                 float(plan.critval), bool(plan.return_process), d_int, d_float, d_r, d_rc,
                 d_keys, d_proc, d_bnd)
+        if events:
+            events[2].record(stream)
         d_int.copy_to_host(_view(buf.h_int, 7, n_starts, m), stream=stream)
         d_float.copy_to_host(_view(buf.h_float, 5, n_starts, m), stream=stream)
         if plan.return_process:
             d_proc.copy_to_host(_view(buf.h_proc, n_starts, n_dates, m), stream=stream)
             d_bnd.copy_to_host(_view(buf.h_bnd, n_starts, n_dates, m), stream=stream)
-        buf.pending = (p0, p1)
+        if events:
+            events[3].record(stream)
+        buf.pending = (p0, p1, events)
 
     def collect(buf: _Buffers) -> None:
         buf.stream.synchronize()
-        p0, p1 = buf.pending
+        p0, p1, events = buf.pending
+        if events:
+            for name, (a, b) in (("h2d", (0, 1)), ("kernels", (1, 2)), ("d2h", (2, 3))):
+                timings[name] += events[a].elapsed_time(events[b])
         m = p1 - p0
         ints = _view(buf.h_int, 7, n_starts, m)
         floats = _view(buf.h_float, 5, n_starts, m)
         cols = slice(p0, p1)
         index = ints[kern.I_BREAK]
         outputs["break_index"][:, cols] = index
-        outputs["break_time"][:, cols] = np.where(index >= 0, time[np.maximum(index, 0)], np.nan)
+        outputs["break_time"][:, cols] = np.where(index >= 0, axis_time[np.maximum(index, 0)], np.nan)
         outputs["status"][:, cols] = ints[kern.I_STATUS]
         for name, row in (("n_valid", kern.I_NVALID), ("n_history", kern.I_NHIST),
                           ("n_monitor", kern.I_NMON), ("n_inf", kern.I_NINF)):
             outputs[name][:, cols] = ints[row]
         first = ints[kern.I_FIRST]
-        outputs["history_start"][:, cols] = np.where(first >= 0, time[np.maximum(first, 0)], np.nan)
+        outputs["history_start"][:, cols] = np.where(first >= 0, axis_time[np.maximum(first, 0)], np.nan)
         for name, row in (("magnitude", kern.F_MAGNITUDE), ("mosum_mean", kern.F_MEAN),
                           ("statistic", kern.F_STATISTIC), ("sigma", kern.F_SIGMA)):
             outputs[name][:, cols] = floats[row]

@@ -1,0 +1,476 @@
+"""One command that proves every GPU path of tscube on a real device, and times it.
+
+Run it first on any machine with an NVIDIA GPU (from the repository root; the core
+needs no install when ``PYTHONPATH=src``)::
+
+    PYTHONPATH=src python3 benchmarks/gpu_check.py [--quick] [--no-tests] [--out DIR]
+
+In one run it
+
+1. prints the device (name, compute capability, memory) and exits with status 2 and a
+   clear message where there is no GPU (the CUDA simulator does not count);
+2. runs every cuda test on the device (``TSCUBE_TEST_REAL_CUDA=1 pytest tests/cudasim``);
+3. measures the card's ceilings: a large device-to-device copy (GB/s, bytes read and
+   written) and a float64 FMA loop (GFLOP/s);
+4. BFAST Monitor, cpu engine against cuda engine on the same data: D1–D6 and Peru(Small)
+   with history ``"all"`` and ``"ROC"``, a 0/50/90 % missing-value sweep, and Peru(Small)
+   tiled to ~0.9 M pixels. Agreement: identical ``status`` and ``break_index``, max
+   relative difference of the float outputs. Times: cpu wall clock (median), cuda wall
+   clock with transfers, and by CUDA events the kernels alone and the copies; the
+   read-once time of the cube from device memory; pixels/s, GB/s and GFLOP/s^Sp
+   (``benchmarks/bfast_monitor.py``'s operation count);
+5. STL on the STL paper's NDVI case (828 dates, period 24, windows 25/39/25, jumps
+   3/4/3), without and with 30 % NaN, robust or not: cpu against cuda, agreement and
+   series/s;
+6. GMM and k-means (1e6 x 8, 16 clusters, fixed iterations from the same initial
+   parameters): seconds per iteration, cpu against cuda, agreement.
+
+Every measurement is printed as one JSON line (and appended to ``DIR/gpu_check.jsonl``);
+Markdown tables follow at the end (also in ``DIR/gpu_check.md``). Times are medians of
+``--repeat`` warm runs after one untimed warm-up (compilation excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))  # bfast_monitor.py: the operation count and the plan capture
+
+RECORDS: list[dict] = []
+DEVICE = {"name": "?"}
+OUT: Path | None = None
+
+
+def emit(record: dict) -> dict:
+    record = {"device": DEVICE["name"], **record}
+    RECORDS.append(record)
+    line = json.dumps(record, default=float)
+    print(line, flush=True)
+    if OUT is not None:
+        with open(OUT / "gpu_check.jsonl", "a") as fh:
+            fh.write(line + "\n")
+    return record
+
+
+def median_time(fn, repeat: int) -> float:
+    """Median wall seconds of ``repeat`` calls after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def max_rel_diff(a, b) -> float:
+    """max |a - b| / max(|b|, 1e-12 * max|b|) over entries finite in both; NaN patterns must match."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if not np.array_equal(np.isnan(a), np.isnan(b)):
+        return float("inf")
+    both = np.isfinite(a) & np.isfinite(b)
+    if not both.any():
+        return 0.0
+    scale = np.maximum(np.abs(b[both]), 1e-12 * np.abs(b[both]).max() + 1e-300)
+    return float((np.abs(a[both] - b[both]) / scale).max())
+
+
+# --------------------------------------------------------------------------- device
+
+
+def device_or_exit():
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        print("gpu_check: NUMBA_ENABLE_CUDASIM=1 is set; the simulator is not a GPU. Unset it.",
+              file=sys.stderr)
+        sys.exit(2)
+    try:
+        from tscube.bfast import _cuda
+
+        summary = _cuda.device_summary()
+    except RuntimeError as error:
+        print(f"gpu_check: no usable GPU here: {error}", file=sys.stderr)
+        sys.exit(2)
+    DEVICE["name"] = summary["name"]
+    from numba import cuda
+
+    device = cuda.get_current_device()
+    summary.update(multiprocessors=device.MULTIPROCESSOR_COUNT, cpus=os.cpu_count())
+    import numba
+
+    summary.update(numba=numba.__version__, cpu_threads=numba.get_num_threads())
+    try:
+        import numba_cuda
+
+        summary["numba_cuda"] = numba_cuda.__version__
+    except Exception:  # pragma: no cover - bundled numba.cuda
+        pass
+    return emit(dict(benchmark="device", **summary))
+
+
+def run_cuda_tests(extra: list[str]) -> dict:
+    env = dict(os.environ, TSCUBE_TEST_REAL_CUDA="1", PYTHONPATH=str(ROOT / "src"))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(ROOT / "tests" / "cudasim"), *extra],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    text = proc.stdout + proc.stderr
+    if OUT is not None:
+        (OUT / "cudasim.log").write_text(text)
+    summary = [line for line in text.splitlines() if " passed" in line or " failed" in line
+               or " error" in line]
+    failures = [line for line in text.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    print(text[-6000:], flush=True)
+    return emit(dict(benchmark="cuda_tests", returncode=proc.returncode,
+                     summary=summary[-1] if summary else text[-300:], failures=failures[:40],
+                     seconds=time.perf_counter() - start))
+
+
+def _roof_kernels():
+    global cuda  # a module global: the simulator swaps it while a kernel runs
+    from numba import cuda
+
+    @cuda.jit
+    def fma_loop(out, n_iter):
+        i = cuda.grid(1)
+        a0 = 1.0 + i * 1e-9
+        a1, a2, a3 = a0 + 1e-3, a0 + 2e-3, a0 + 3e-3
+        m, c = 0.999999, 1e-7
+        for _ in range(n_iter):
+            a0 = a0 * m + c
+            a1 = a1 * m + c
+            a2 = a2 * m + c
+            a3 = a3 * m + c
+        out[i] = a0 + a1 + a2 + a3
+
+    @cuda.jit
+    def read_sum(x, out):
+        i = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        acc = 0.0
+        for j in range(i, x.size, stride):
+            acc += x[j]
+        if acc == 12345.678:  # keep the loads; practically never true
+            out[0] = acc
+
+    return fma_loop, read_sum
+
+
+def event_ms(fn, repeat=5) -> float:
+    """Median milliseconds of a device operation between two CUDA events (after a warm-up)."""
+    from numba import cuda
+
+    fn()
+    cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        a, b = cuda.event(), cuda.event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return float(np.median(times))
+
+
+_KERNELS = {}
+
+
+def read_once_ms(flat_device_array) -> float:
+    """Time to read a device array once (grid-stride sum), from device memory."""
+    from numba import cuda
+
+    if not _KERNELS:
+        _KERNELS["fma"], _KERNELS["read"] = _roof_kernels()
+    read = _KERNELS["read"]
+    sink = cuda.device_array(1, np.float64)
+    blocks = max(1, min(132 * 16, flat_device_array.size // 1024))
+    return event_ms(lambda: read[blocks, 256](flat_device_array, sink))
+
+
+def ceilings() -> dict:
+    from numba import cuda
+
+    if not _KERNELS:
+        _KERNELS["fma"], _KERNELS["read"] = _roof_kernels()
+    n = 1 << 29  # 2 GiB of float32 per array
+    src = cuda.device_array(n, np.float32)
+    dst = cuda.device_array(n, np.float32)
+    src[:] = 1.0  # numba fills device arrays by a kernel
+    copy_ms = event_ms(lambda: dst.copy_to_device(src))
+    read_ms = read_once_ms(src)
+    threads = 132 * 2048
+    out = cuda.device_array(threads, np.float64)
+    n_iter = 4096
+    fma_ms = event_ms(lambda: _KERNELS["fma"][threads // 256, 256](out, n_iter))
+    record = emit(dict(
+        benchmark="ceilings", copy_gbs=2 * 4 * n / copy_ms / 1e6, read_gbs=4 * n / read_ms / 1e6,
+        fp64_fma_gflops=threads * n_iter * 4 * 2 / fma_ms / 1e6))
+    del src, dst
+    return record
+
+
+# --------------------------------------------------------------------------- BFAST Monitor
+
+
+def bfast_case(label, values, plan, history, repeat, flops, read_cpu_ms=None):
+    """cpu vs cuda engine on one captured (values, plan)."""
+    from numba import cuda
+
+    from tscube.bfast import _cpu, _cuda
+
+    T, M = values.shape
+    cpu_out = _cpu.run(values, plan)
+    cpu_s = median_time(lambda: _cpu.run(values, plan), repeat)
+    timings: dict = {}
+    cuda_out = _cuda.run(values, plan, timings=timings)  # warm-up and compile
+    wall, parts = [], []
+    for _ in range(repeat):
+        t = {}
+        start = time.perf_counter()
+        cuda_out = _cuda.run(values, plan, timings=t)
+        wall.append(time.perf_counter() - start)
+        parts.append(t)
+    cuda_s = float(np.median(wall))
+    kernels_ms = float(np.median([p["kernels"] for p in parts]))
+    h2d_ms = float(np.median([p["h2d"] for p in parts]))
+    d2h_ms = float(np.median([p["d2h"] for p in parts]))
+    selection_ms = float(np.median([p["selection"] for p in parts]))
+    d_values = cuda.to_device(np.ascontiguousarray(values).reshape(-1))
+    read_ms = read_once_ms(d_values)
+    del d_values
+    same_status = bool(np.array_equal(cpu_out["status"], cuda_out["status"]))
+    same_breaks = bool(np.array_equal(cpu_out["break_index"], cuda_out["break_index"]))
+    rel = {name: max_rel_diff(cuda_out[name], cpu_out[name])
+           for name in ("magnitude", "sigma", "mosum_mean", "statistic", "history_start")}
+    nbytes = values.nbytes
+    return emit(dict(
+        benchmark="bfast_monitor", case=label, history=history, M=M, N=T,
+        nan_fraction=float(np.isnan(values[:, : min(M, 8192)]).mean()),
+        dtype=str(values.dtype), agree=same_status and same_breaks and max(rel.values()) < 1e-5,
+        same_status=same_status, same_break_index=same_breaks,
+        n_status_diff=int((cpu_out["status"] != cuda_out["status"]).sum()),
+        n_break_diff=int((cpu_out["break_index"] != cuda_out["break_index"]).sum()),
+        max_rel_diff=rel, breaks=int((cuda_out["break_index"] >= 0).sum()),
+        cpu_ms=cpu_s * 1e3, cuda_ms=cuda_s * 1e3, cuda_kernels_ms=kernels_ms,
+        cuda_h2d_ms=h2d_ms, cuda_d2h_ms=d2h_ms, cuda_selection_ms=selection_ms,
+        read_once_device_ms=read_ms, kernels_over_read_once=kernels_ms / read_ms,
+        speedup_wall=cpu_s / cuda_s, speedup_kernels_vs_cpu=cpu_s * 1e3 / kernels_ms,
+        cpu_pixels_per_s=M / cpu_s, cuda_pixels_per_s=M / cuda_s,
+        kernel_pixels_per_s=M / (kernels_ms / 1e3), kernel_input_gbs=nbytes / kernels_ms / 1e6,
+        kernel_gflops_sp=flops / kernels_ms / 1e6, cpu_gflops_sp=flops / cpu_s / 1e9))
+
+
+def bfast_checks(quick: bool, repeat: int) -> None:
+    from bfast_monitor import ORDER, capture_plan, pipeline_flops
+
+    from tscube.datasets import make_cube
+
+    def one(label, cube, histories):
+        for history in histories:
+            values, plan = capture_plan(cube, history)
+            T, M = values.shape
+            n = int(plan.monitor_begin[0])
+            bfast_case(label, values, plan, history, repeat, pipeline_flops(M, T, n, plan.design.k))
+
+    assert ORDER == 3
+    names = ("D1", "D2", "peru_small") if quick else ("D1", "D2", "D3", "D4", "D5", "D6", "peru_small")
+    for name in names:
+        one(name, make_cube(name, seed=0), ("all", "ROC"))
+    # missing-value sweep on one mid-sized cube
+    for fraction in (0.0, 0.5, 0.9):
+        cube = make_cube("D5", nan_fraction=fraction, seed=1)
+        one(f"D5 nan={fraction:.0%}", cube, ("all",))
+    # a cube large enough to fill the device: Peru(Small) tiled 8 times along the pixels
+    cube = make_cube("peru_small", seed=0)
+    tiles = 2 if quick else 8
+    big = dataclasses.replace(cube, data=np.concatenate([cube.data] * tiles, axis=2))
+    del cube
+    one(f"peru_small x{tiles}", big, ("all", "ROC"))
+
+
+# --------------------------------------------------------------------------- STL
+
+
+def stl_checks(quick: bool, repeat: int) -> None:
+    from tscube.stl import ENGINES, stl
+
+    if "cuda" not in ENGINES:
+        emit(dict(benchmark="stl", skipped="tscube.stl has no cuda engine in this version"))
+        return
+    params = dict(seasonal=25, trend=39, low_pass=25, seasonal_jump=3, trend_jump=4, low_pass_jump=3)
+    period, n_times = 24, 828
+    rng = np.random.default_rng(0)
+    for nan_fraction in (0.0, 0.3):
+        for robust in (False, True):
+            n_series = (4096 if robust else 16384) if quick else (16384 if robust else 65536)
+            t = np.arange(n_times)[:, None]
+            cube = (0.5 + 1e-4 * t + 0.3 * np.sin(2 * np.pi * t / period + rng.uniform(0, 6, n_series))
+                    + 0.05 * rng.standard_normal((n_times, n_series))).astype(np.float32)
+            if nan_fraction:
+                cube[rng.random(cube.shape) < nan_fraction] = np.nan
+            kw = dict(params, robust=robust)
+            cpu = stl(cube, period, engine="cpu", **kw)
+            cpu_s = median_time(lambda: stl(cube, period, engine="cpu", **kw), max(1, repeat - 2))
+            gpu = stl(cube, period, engine="cuda", **kw)
+            cuda_s = median_time(lambda: stl(cube, period, engine="cuda", **kw), repeat)
+            scale = float(np.nanmax(np.abs(cube)))
+            diff = max(float(np.nanmax(np.abs(gpu.trend - cpu.trend))),
+                       float(np.nanmax(np.abs(gpu.seasonal - cpu.seasonal))))
+            same_status = bool(np.array_equal(gpu.status, cpu.status))
+            emit(dict(benchmark="stl", case="NDVI", n_times=n_times, n_series=n_series,
+                      nan_fraction=nan_fraction, robust=robust, agree=same_status and diff <= 1e-5 * scale,
+                      same_status=same_status, max_abs_diff_over_max_y=diff / scale,
+                      cpu_ms=cpu_s * 1e3, cuda_ms=cuda_s * 1e3, speedup=cpu_s / cuda_s,
+                      cpu_series_per_s=n_series / cpu_s, cuda_series_per_s=n_series / cuda_s,
+                      input_gbs=cube.nbytes / cuda_s / 1e9))
+
+
+# --------------------------------------------------------------------------- clustering
+
+
+def cluster_checks(quick: bool, repeat: int) -> None:
+    import warnings
+
+    from tscube.cluster import GaussianMixture, KMeans
+    from tscube.datasets._gmm import make_gmm
+
+    warnings.simplefilter("ignore")
+    n, d, k, iters = (200_000 if quick else 1_000_000), 8, 16, 8
+    X, _ = make_gmm(n, d, k, random_state=0)
+    n = X.shape[0]
+    means = X[np.random.default_rng(1).choice(n, k, replace=False)]
+    init = dict(weights_init=np.full(k, 1.0 / k), means_init=means,
+                precisions_init=np.array([np.eye(d)] * k))
+    makers = {
+        "gmm full": lambda e, it: GaussianMixture(k, max_iter=it, tol=0, engine=e, **init),
+        "gmm diag": lambda e, it: GaussianMixture(
+            k, max_iter=it, tol=0, engine=e, covariance_type="diag",
+            weights_init=init["weights_init"], means_init=means, precisions_init=np.ones((k, d))),
+        "kmeans": lambda e, it: KMeans(k, init=means, max_iter=it, tol=0, engine=e),
+    }
+    for method, make in makers.items():
+        per_iter, values = {}, {}
+        for engine in ("cpu", "cuda"):
+            make(engine, 1).fit(X[:2000])  # compile
+            t_one = median_time(lambda: make(engine, 1).fit(X), repeat)
+            t_all = median_time(lambda: make(engine, 1 + iters).fit(X), repeat)
+            model = make(engine, 1 + iters).fit(X)
+            per_iter[engine] = max(t_all - t_one, 1e-9) / max(model.n_iter_ - 1, 1)
+            values[engine] = model.lower_bound_ if method.startswith("gmm") else model.inertia_
+        rel = abs(values["cuda"] - values["cpu"]) / abs(values["cpu"])
+        emit(dict(benchmark="cluster", method=method, n=n, d=d, k=k, iterations=iters,
+                  agree=bool(rel < 1e-6), rel_diff=float(rel),
+                  cpu_s_per_iter=per_iter["cpu"], cuda_s_per_iter=per_iter["cuda"],
+                  speedup=per_iter["cpu"] / per_iter["cuda"],
+                  cuda_samples_per_s=n / per_iter["cuda"],
+                  cuda_input_gbs=n * d * 8 / per_iter["cuda"] / 1e9))
+
+
+# --------------------------------------------------------------------------- report
+
+
+def markdown() -> str:
+    name = DEVICE["name"]
+    lines = []
+    ceil = next((r for r in RECORDS if r["benchmark"] == "ceilings"), None)
+    dev = next((r for r in RECORDS if r["benchmark"] == "device"), {})
+    lines.append(f"Device: **{name}** (cc {dev.get('compute_capability')}, "
+                 f"{dev.get('multiprocessors')} SMs); cpu engine on {dev.get('cpu_threads')} threads.")
+    if ceil:
+        lines.append(f"Ceilings measured in this run: device-to-device copy {ceil['copy_gbs']:.0f} GB/s "
+                     f"(read + write), read-only sum {ceil['read_gbs']:.0f} GB/s, "
+                     f"float64 FMA {ceil['fp64_fma_gflops']:.0f} GFLOP/s.")
+    tests = next((r for r in RECORDS if r["benchmark"] == "cuda_tests"), None)
+    if tests:
+        lines.append(f"cuda tests on the device: `{tests['summary']}` (exit {tests['returncode']}).")
+    rows = [r for r in RECORDS if r["benchmark"] == "bfast_monitor"]
+    if rows:
+        lines += ["", "### BFAST Monitor", "",
+                  "| cube | history | pixels × dates | NaN | agree | cpu ms | cuda ms (wall) | kernels ms "
+                  "| H2D ms | cpu ROC ms | read-once ms | kernels / read-once | × cpu (wall) | × cpu (kernels) "
+                  "| Mpixel/s (kernels) | GFLOP/s^Sp (kernels) |",
+                  "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            lines.append(
+                f"| {r['case']} | {r['history']} | {r['M']} × {r['N']} | {r['nan_fraction']:.0%} "
+                f"| {'yes' if r['agree'] else 'NO'} | {r['cpu_ms']:.1f} | {r['cuda_ms']:.1f} "
+                f"| {r['cuda_kernels_ms']:.2f} | {r['cuda_h2d_ms']:.2f} | {r['cuda_selection_ms']:.0f} "
+                f"| {r['read_once_device_ms']:.3f} | {r['kernels_over_read_once']:.0f} "
+                f"| {r['speedup_wall']:.1f} | {r['speedup_kernels_vs_cpu']:.1f} "
+                f"| {r['kernel_pixels_per_s'] / 1e6:.1f} | {r['kernel_gflops_sp']:.0f} |")
+    rows = [r for r in RECORDS if r["benchmark"] == "stl" and "skipped" not in r]
+    if rows:
+        lines += ["", "### STL (NDVI case: 828 dates, period 24, windows 25/39/25, jumps 3/4/3)", "",
+                  "| series | NaN | robust | agree | cpu ms | cuda ms | × cpu | cuda series/s |",
+                  "|---:|---:|---|---|---:|---:|---:|---:|"]
+        for r in rows:
+            lines.append(f"| {r['n_series']} | {r['nan_fraction']:.0%} | {r['robust']} "
+                         f"| {'yes' if r['agree'] else 'NO'} | {r['cpu_ms']:.0f} | {r['cuda_ms']:.1f} "
+                         f"| {r['speedup']:.1f} | {r['cuda_series_per_s']:.3g} |")
+    rows = [r for r in RECORDS if r["benchmark"] == "cluster"]
+    if rows:
+        lines += ["", "### Clustering (per iteration)", "",
+                  "| method | samples × features, K | agree (rel. diff) | cpu ms/iter | cuda ms/iter | × cpu "
+                  "| cuda GB/s (input) |",
+                  "|---|---|---|---:|---:|---:|---:|"]
+        for r in rows:
+            lines.append(f"| {r['method']} | {r['n']} × {r['d']}, {r['k']} "
+                         f"| {'yes' if r['agree'] else 'NO'} ({r['rel_diff']:.1e}) "
+                         f"| {r['cpu_s_per_iter'] * 1e3:.2f} | {r['cuda_s_per_iter'] * 1e3:.2f} "
+                         f"| {r['speedup']:.1f} | {r['cuda_input_gbs']:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    global OUT
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer and smaller cubes")
+    parser.add_argument("--no-tests", action="store_true", help="skip the cuda test suite on the device")
+    parser.add_argument("--test-args", default="", help="extra pytest arguments (e.g. '-x -k bfast')")
+    parser.add_argument("--only", default="bfast,stl,cluster", help="comma-separated parts to time")
+    parser.add_argument("--repeat", type=int, default=5, help="timed warm runs per measurement (median)")
+    parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for gpu_check.jsonl / .md")
+    args = parser.parse_args(argv)
+    if args.out:
+        OUT = Path(args.out)
+        OUT.mkdir(parents=True, exist_ok=True)
+    device_or_exit()
+    if not args.no_tests:
+        run_cuda_tests(args.test_args.split())
+    ceilings()
+    parts = args.only.split(",")
+    failures = []
+    for part, check in (("bfast", bfast_checks), ("stl", stl_checks), ("cluster", cluster_checks)):
+        if part not in parts:
+            continue
+        try:
+            check(args.quick, args.repeat)
+        except Exception as error:  # report and go on with the other parts
+            import traceback
+
+            traceback.print_exc()
+            failures.append(part)
+            emit(dict(benchmark=part, error=f"{type(error).__name__}: {error}"))
+    table = markdown()
+    print("\n" + table)
+    if OUT is not None:
+        (OUT / "gpu_check.md").write_text(table + "\n")
+    disagree = [r for r in RECORDS if r.get("agree") is False]
+    tests = next((r for r in RECORDS if r["benchmark"] == "cuda_tests"), {"returncode": 0})
+    return 1 if failures or disagree or tests["returncode"] != 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
