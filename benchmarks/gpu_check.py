@@ -119,7 +119,8 @@ def device_or_exit():
 
 
 def run_cuda_tests(extra: list[str]) -> dict:
-    env = dict(os.environ, TSCUBE_TEST_REAL_CUDA="1", PYTHONPATH=str(ROOT / "src"))
+    path = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, TSCUBE_TEST_REAL_CUDA="1", PYTHONPATH=path)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -228,6 +229,7 @@ def bfast_case(label, values, plan, history, repeat, flops, read_cpu_ms=None):
     """cpu vs cuda engine on one captured (values, plan)."""
     from numba import cuda
 
+    from tscube import config
     from tscube.bfast import _cpu, _cuda
 
     T, M = values.shape
@@ -247,6 +249,13 @@ def bfast_case(label, values, plan, history, repeat, flops, read_cpu_ms=None):
     h2d_ms = float(np.median([p["h2d"] for p in parts]))
     d2h_ms = float(np.median([p["d2h"] for p in parts]))
     selection_ms = float(np.median([p["selection"] for p in parts]))
+    per_kernel = {name[len("kernel_"):]: float(np.median([p[name] for p in parts]))
+                  for name in parts[0] if name.startswith("kernel_")}
+    config.CUDA_KEEP_BUFFERS = False  # the cost of allocating the buffers on every call
+    try:
+        cold_s = median_time(lambda: _cuda.run(values, plan), 3)
+    finally:
+        config.CUDA_KEEP_BUFFERS = True
     d_values = cuda.to_device(np.ascontiguousarray(values).reshape(-1))
     read_ms = read_once_ms(d_values)
     del d_values
@@ -265,6 +274,7 @@ def bfast_case(label, values, plan, history, repeat, flops, read_cpu_ms=None):
         max_rel_diff=rel, breaks=int((cuda_out["break_index"] >= 0).sum()),
         cpu_ms=cpu_s * 1e3, cuda_ms=cuda_s * 1e3, cuda_kernels_ms=kernels_ms,
         cuda_h2d_ms=h2d_ms, cuda_d2h_ms=d2h_ms, cuda_selection_ms=selection_ms,
+        cuda_kernel_ms=per_kernel, cuda_ms_allocating=cold_s * 1e3,
         read_once_device_ms=read_ms, kernels_over_read_once=kernels_ms / read_ms,
         speedup_wall=cpu_s / cuda_s, speedup_kernels_vs_cpu=cpu_s * 1e3 / kernels_ms,
         cpu_pixels_per_s=M / cpu_s, cuda_pixels_per_s=M / cuda_s,
@@ -398,18 +408,28 @@ def markdown() -> str:
     rows = [r for r in RECORDS if r["benchmark"] == "bfast_monitor"]
     if rows:
         lines += ["", "### BFAST Monitor", "",
-                  "| cube | history | pixels × dates | NaN | agree | cpu ms | cuda ms (wall) | kernels ms "
-                  "| H2D ms | cpu ROC ms | read-once ms | kernels / read-once | × cpu (wall) | × cpu (kernels) "
-                  "| Mpixel/s (kernels) | GFLOP/s^Sp (kernels) |",
-                  "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| cube | history | pixels × dates | NaN | agree | cpu ms | cuda ms (wall) "
+                  "| cuda ms, new buffers | kernels ms | H2D ms | cpu ROC ms | read-once ms "
+                  "| kernels / read-once | × cpu (wall) | × cpu (kernels) | Mpixel/s (kernels) "
+                  "| GFLOP/s^Sp (kernels) |",
+                  "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
             lines.append(
                 f"| {r['case']} | {r['history']} | {r['M']} × {r['N']} | {r['nan_fraction']:.0%} "
                 f"| {'yes' if r['agree'] else 'NO'} | {r['cpu_ms']:.1f} | {r['cuda_ms']:.1f} "
-                f"| {r['cuda_kernels_ms']:.2f} | {r['cuda_h2d_ms']:.2f} | {r['cuda_selection_ms']:.0f} "
+                f"| {r['cuda_ms_allocating']:.1f} | {r['cuda_kernels_ms']:.2f} | {r['cuda_h2d_ms']:.2f} | {r['cuda_selection_ms']:.0f} "
                 f"| {r['read_once_device_ms']:.3f} | {r['kernels_over_read_once']:.0f} "
                 f"| {r['speedup_wall']:.1f} | {r['speedup_kernels_vs_cpu']:.1f} "
                 f"| {r['kernel_pixels_per_s'] / 1e6:.1f} | {r['kernel_gflops_sp']:.0f} |")
+    rows = [r for r in RECORDS if r["benchmark"] == "bfast_monitor"]
+    if rows:
+        names = list(rows[0]["cuda_kernel_ms"])
+        lines += ["", "BFAST Monitor kernels, ms per call (CUDA events, summed over chunks):", "",
+                  "| cube | history | " + " | ".join(names) + " |",
+                  "|---|---|" + "---:|" * len(names)]
+        for r in rows:
+            lines.append(f"| {r['case']} | {r['history']} | "
+                         + " | ".join(f"{r['cuda_kernel_ms'][n]:.2f}" for n in names) + " |")
     rows = [r for r in RECORDS if r["benchmark"] == "stl" and "skipped" not in r]
     if rows:
         lines += ["", "### STL (NDVI case: 828 dates, period 24, windows 25/39/25, jumps 3/4/3)", "",

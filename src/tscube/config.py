@@ -32,6 +32,10 @@ _DEFAULTS = dict(
     # many pixels per chunk (bounds the pinned host staging buffers).
     CUDA_MEMORY_FRACTION=0.5,
     CUDA_CHUNK_PIXELS_MAX=131_072,
+    # keep the cuda engine's device and pinned host buffers between calls (reused by the
+    # next call of the same shape: allocating them costs more than the kernels on cubes
+    # of ~10^5 pixels); tscube.bfast._cuda.release_buffers() frees them.
+    CUDA_KEEP_BUFFERS=True,
     # clustering (tscube.cluster): samples per block of the cpu kernels (each block
     # keeps its own partial sums, so results do not depend on the thread count), and
     # samples drawn for k-means++ seeding (seeding runs on this random subset).

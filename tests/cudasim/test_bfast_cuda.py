@@ -129,6 +129,60 @@ def test_cuda_chunks_and_streams_give_the_same_result(monkeypatch):
         assert_same(got, bfast_monitor(cube, engine="cpu", **kwargs))
 
 
+def test_cuda_buffers_are_kept_for_the_next_run_of_the_same_shape(monkeypatch):
+    """Pinned and device buffers are reused by a run of the same shape (identical results),
+    replaced for another shape, and not kept with CUDA_KEEP_BUFFERS off."""
+    kwargs = dict(start=2000 + 30 / FREQ, freq=FREQ, order=1, h=0.5)
+    cube = make_cube(48, 6, 0.3, seed=11)
+    _cuda.release_buffers()
+    first = bfast_monitor(cube, dates=dates_of(48), engine="cuda", **kwargs)
+    kept = list(_cuda._CACHED["sets"])
+    assert len(kept) == 1
+    again = bfast_monitor(cube, dates=dates_of(48), engine="cuda", **kwargs)
+    assert _cuda._CACHED["sets"][0] is kept[0]
+    assert_same(again, first)
+    smaller = bfast_monitor(cube[:, :4], dates=dates_of(48), engine="cuda", **kwargs)
+    assert _cuda._CACHED["sets"][0] is kept[0]  # fewer pixels fit the kept buffers
+    assert_same(smaller, bfast_monitor(cube[:, :4], dates=dates_of(48), engine="reference", **kwargs))
+    other = make_cube(40, 6, 0.3, seed=12)
+    bfast_monitor(other, dates=dates_of(40), engine="cuda", **kwargs)
+    assert _cuda._CACHED["sets"][0] is not kept[0]
+    monkeypatch.setattr(config, "CUDA_KEEP_BUFFERS", False)
+    _cuda.release_buffers()
+    bfast_monitor(cube, dates=dates_of(48), engine="cuda", **kwargs)
+    assert _cuda._CACHED["sets"] == []
+
+
+class _Captured(Exception):
+    pass
+
+
+def test_cuda_timings_name_every_step(monkeypatch):
+    """run(timings=) reports the cpu selection and every kernel, summing to 'kernels'."""
+    cube = make_cube(48, 6, 0.3, seed=13)
+    kwargs = dict(dates=dates_of(48), start=2000 + 30 / FREQ, freq=FREQ, order=1, h=0.5,
+                  history="ROC")
+    captured = {}
+
+    def capture(values, plan):
+        captured.update(values=values, plan=plan)
+        raise _Captured
+
+    monkeypatch.setattr(_reference, "run", capture)
+    with pytest.raises(_Captured):
+        bfast_monitor(cube, engine="reference", **kwargs)
+    timings = {}
+    out = _cuda.run(captured["values"], captured["plan"], timings=timings)
+    expected = {"selection", "h2d", "kernels", "d2h"} | {
+        f"kernel_{name}" for name in ("transpose", "count", "history_mask", "gram", "xty", "solve",
+                                      "monitor")}
+    assert set(timings) == expected
+    assert timings["selection"] > 0.0
+    kernel_sum = sum(v for name, v in timings.items() if name.startswith("kernel_"))
+    np.testing.assert_allclose(kernel_sum, timings["kernels"])
+    assert out["status"].shape == (1, 6)
+
+
 def test_cuda_status_codes_equal_reference():
     n_dates, start = 80, 60
     t = np.arange(n_dates)

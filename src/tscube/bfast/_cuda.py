@@ -142,6 +142,36 @@ class _Buffers:
         self.d_bnd = dev(size, np.float64)
 
 
+#: Buffer sets of the last run, reused by the next run with the same dates, regressors,
+#: starts, dtype and process flag when they hold enough pixels: allocating pinned host
+#: memory and device arrays costs more than the kernels on cubes of ~10^5 pixels.
+_CACHED: dict = {"key": None, "sets": []}
+
+
+def _buffer_sets(cuda, key, chunk, count):
+    """``count`` buffer sets of at least ``chunk`` pixels, reused from the last run if they fit."""
+    fits = (config.CUDA_KEEP_BUFFERS and _CACHED["key"] == key and len(_CACHED["sets"]) >= count
+            and all(buf.chunk >= chunk for buf in _CACHED["sets"][:count]))
+    if not fits:
+        _CACHED.update(key=None, sets=[])  # free the old ones before allocating
+        n_dates, k, n_starts, raw_dtype, process = key
+        sets = [_Buffers(cuda, n_dates, k, n_starts, chunk, raw_dtype, process) for _ in range(count)]
+        if config.CUDA_KEEP_BUFFERS:
+            _CACHED.update(key=key, sets=sets)
+    else:
+        sets = _CACHED["sets"]
+    for buf in sets:
+        buf.pending = None
+    return sets[:count]
+
+
+def release_buffers() -> None:
+    """Free the device and pinned host buffers kept from the last cuda run
+    (``config.CUDA_KEEP_BUFFERS``), e.g. before handing the GPU to another library."""
+    with _DEVICE_LOCK:
+        _CACHED.update(key=None, sets=[])
+
+
 def _view(array, *shape):
     """Leading contiguous part of a flat (device or host) buffer, reshaped."""
     return array[: int(np.prod(shape))].reshape(shape)
@@ -165,7 +195,7 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     timings : dict, optional
         Filled with milliseconds, for benchmarks: ``selection`` (cpu ROC/BP selection,
         wall clock), and by CUDA events summed over chunks ``h2d`` (input copies),
-        ``kernels`` (all kernels) and ``d2h`` (output copies).
+        ``kernels`` (all kernels; ``kernel_<name>`` each) and ``d2h`` (output copies).
 
     Raises
     ------
@@ -216,6 +246,9 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         values = values.astype(np.float64)
     raw_dtype = values.dtype
     per_pixel = _bytes_per_pixel(n_dates, k, n_starts, raw_dtype.itemsize, plan.return_process)
+    key = (n_dates, k, n_starts, raw_dtype, plan.return_process)
+    if _CACHED["key"] != key:
+        _CACHED.update(key=None, sets=[])  # free them before sizing by the free memory
     chunk = _chunk_pixels(cuda, n_pixels, per_pixel)
 
     tpb = kern.threads_per_block()
@@ -234,8 +267,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
     d_monitor_begin = cuda.to_device(np.asarray(plan.monitor_begin, dtype=np.int32))
     axis_time = np.asarray(plan.axis.time, dtype=np.float64)
 
-    buffers = [_Buffers(cuda, n_dates, k, n_starts, chunk, raw_dtype, plan.return_process)
-               for _ in range(2 if n_pixels > chunk else 1)]
+    buffers = _buffer_sets(cuda, key, chunk, 2 if n_pixels > chunk else 1)
 
     def launch(buf: _Buffers, p0: int, p1: int) -> None:
         m = p1 - p0
@@ -249,14 +281,19 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         d_raw = _view(buf.d_raw, n_dates, m)
         d_begin = _view(buf.d_begin, n_starts, m)
         d_flag = _view(buf.d_flag, n_starts, m)
-        events = [cuda.event() for _ in range(4)] if timings is not None else None
-        if events:
-            events[0].record(stream)
+        marks = [] if timings is not None else None
+
+        def mark(name):  # an event after each step, for benchmarks (timings=)
+            if marks is not None:
+                event = cuda.event()
+                event.record(stream)
+                marks.append((name, event))
+
+        mark("start")
         d_raw.copy_to_device(h_raw, stream=stream)
         d_begin.copy_to_device(h_begin, stream=stream)
         d_flag.copy_to_device(h_flag, stream=stream)
-        if events:
-            events[1].record(stream)
+        mark("h2d")
         d_int = _view(buf.d_int, 7, n_starts, m)
         d_float = _view(buf.d_float, 5, n_starts, m)
         d_y = _view(buf.d_y, m, n_dates)
@@ -276,8 +313,10 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
 
         grid_t = ((m + tile_t - 1) // tile_t, (n_dates + tile_t - 1) // tile_t)
         transpose[grid_t, (tile_t, rows_t), stream](d_raw, has_nodata, nodata, d_y)
+        mark("transpose")
         kern.count_kernel[(m + tpb - 1) // tpb, tpb, stream](
             d_raw, has_nodata, nodata, d_monitor_begin, d_begin, d_int, d_float)
+        mark("count")
         grid_e = (n_dates * m + tpb - 1) // tpb
         grid_g = ((m + tile_pixels - 1) // tile_pixels, (k + tile_k - 1) // tile_k,
                   (k + tile_k - 1) // tile_k)
@@ -285,30 +324,36 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
             begin = int(plan.monitor_begin[s])
             kern.history_mask_kernel[grid_e, tpb, stream](
                 d_raw, has_nodata, nodata, d_begin, s, begin, d_mask)
+            mark("history_mask")
             gram[grid_g, (tile_k, tile_k), stream](d_X, d_mask, d_G)
+            mark("gram")
             kern.masked_xty_kernel[((m + tpb - 1) // tpb, k), tpb, stream](d_X, d_raw, d_mask, d_b)
+            mark("xty")
             solve[m, tpb_solve, stream](d_G, d_b, d_beta, d_singular)
+            mark("solve")
             monitor[m, tpb_pixel, stream](
                 d_X, d_y, d_beta, d_singular, d_begin, d_flag, s, float(plan.h),
                 float(plan.critval), bool(plan.return_process), d_int, d_float, d_r, d_rc,
                 d_keys, d_proc, d_bnd)
-        if events:
-            events[2].record(stream)
+            mark("monitor")
         d_int.copy_to_host(_view(buf.h_int, 7, n_starts, m), stream=stream)
         d_float.copy_to_host(_view(buf.h_float, 5, n_starts, m), stream=stream)
         if plan.return_process:
             d_proc.copy_to_host(_view(buf.h_proc, n_starts, n_dates, m), stream=stream)
             d_bnd.copy_to_host(_view(buf.h_bnd, n_starts, n_dates, m), stream=stream)
-        if events:
-            events[3].record(stream)
-        buf.pending = (p0, p1, events)
+        mark("d2h")
+        buf.pending = (p0, p1, marks)
 
     def collect(buf: _Buffers) -> None:
         buf.stream.synchronize()
-        p0, p1, events = buf.pending
-        if events:
-            for name, (a, b) in (("h2d", (0, 1)), ("kernels", (1, 2)), ("d2h", (2, 3))):
-                timings[name] += events[a].elapsed_time(events[b])
+        p0, p1, marks = buf.pending
+        if marks:
+            for (_, before), (name, after) in zip(marks[:-1], marks[1:]):
+                ms = before.elapsed_time(after)
+                key = name if name in ("h2d", "d2h") else "kernels"
+                timings[key] += ms
+                if key == "kernels":
+                    timings[f"kernel_{name}"] = timings.get(f"kernel_{name}", 0.0) + ms
         m = p1 - p0
         ints = _view(buf.h_int, 7, n_starts, m)
         floats = _view(buf.h_float, 5, n_starts, m)
