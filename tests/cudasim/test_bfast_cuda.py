@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from tscube import BfastStatus, bfast_monitor, config
+from tscube._cuda_host import chunk_items, release_buffers
 from tscube.bfast import _reference
 from tscube.bfast.critval import critical_value
 from tscube.bfast.design import build_design
@@ -122,7 +123,7 @@ def test_cuda_chunks_and_streams_give_the_same_result(monkeypatch):
     expected = bfast_monitor(cube, engine="reference", **kwargs)
     per_pixel = _cuda._bytes_per_pixel(48, 4, 1, 8, False)
     monkeypatch.setattr(config, "CUDA_CHUNK_BYTES", 2 * 3 * per_pixel)
-    assert _cuda._chunk_pixels(None, 10, per_pixel) == 3  # 4 chunks, two streams
+    assert chunk_items(None, 10, per_pixel) == 3  # 4 chunks, two streams
     got = bfast_monitor(cube, engine="cuda", **kwargs)
     assert_same(got, expected)
     if HAS_CPU_ENGINE:
@@ -134,23 +135,23 @@ def test_cuda_buffers_are_kept_for_the_next_run_of_the_same_shape(monkeypatch):
     replaced for another shape, and not kept with CUDA_KEEP_BUFFERS off."""
     kwargs = dict(start=2000 + 30 / FREQ, freq=FREQ, order=1, h=0.5)
     cube = make_cube(48, 6, 0.3, seed=11)
-    _cuda.release_buffers()
+    release_buffers()
     first = bfast_monitor(cube, dates=dates_of(48), engine="cuda", **kwargs)
-    kept = list(_cuda._CACHED["sets"])
+    kept = list(_cuda._KEPT.sets)
     assert len(kept) == 1
     again = bfast_monitor(cube, dates=dates_of(48), engine="cuda", **kwargs)
-    assert _cuda._CACHED["sets"][0] is kept[0]
+    assert _cuda._KEPT.sets[0] is kept[0]
     assert_same(again, first)
     smaller = bfast_monitor(cube[:, :4], dates=dates_of(48), engine="cuda", **kwargs)
-    assert _cuda._CACHED["sets"][0] is kept[0]  # fewer pixels fit the kept buffers
+    assert _cuda._KEPT.sets[0] is kept[0]  # fewer pixels fit the kept buffers
     assert_same(smaller, bfast_monitor(cube[:, :4], dates=dates_of(48), engine="reference", **kwargs))
     other = make_cube(40, 6, 0.3, seed=12)
     bfast_monitor(other, dates=dates_of(40), engine="cuda", **kwargs)
-    assert _cuda._CACHED["sets"][0] is not kept[0]
+    assert _cuda._KEPT.sets[0] is not kept[0]
     monkeypatch.setattr(config, "CUDA_KEEP_BUFFERS", False)
-    _cuda.release_buffers()
+    release_buffers()
     bfast_monitor(cube, dates=dates_of(48), engine="cuda", **kwargs)
-    assert _cuda._CACHED["sets"] == []
+    assert _cuda._KEPT.sets == []
 
 
 class _Captured(Exception):

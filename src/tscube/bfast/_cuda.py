@@ -15,53 +15,18 @@ its host-to-device copy is queued on the other stream, and the results of chunk
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import numpy as np
 
 from .. import config
+from .._cuda_host import DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda, view
 from .plan import MonitorPlan, kernel_nodata
 from .result import empty_outputs
-
-#: One run at a time per process: each run sizes its chunks by the free device memory, so
-#: concurrent runs (e.g. from dask worker threads) would together overcommit it.
-_DEVICE_LOCK = threading.Lock()
 
 #: dtypes the kernels read directly; anything else is converted on the host first.
 _DEVICE_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32,
                                         np.int64, np.uint8, np.uint16, np.uint32, np.uint64)}
-
-
-def _require_cuda():
-    """Return :mod:`numba.cuda` if a GPU (or the simulator) can run the kernels.
-
-    Raises
-    ------
-    RuntimeError
-        Naming the cause: numba-cuda missing, or no CUDA driver / device.
-    """
-    try:
-        from numba import cuda
-    except Exception as exc:  # numba-cuda not installed, or a broken install
-        raise RuntimeError(
-            f"engine='cuda' needs numba's CUDA support (package numba-cuda), which could "
-            f"not be imported: {exc}. Use engine='cpu'."
-        ) from exc
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        return cuda  # the CPU simulator: used by the tests
-    if cuda.is_available():
-        return cuda
-    reason = "no CUDA-capable device was found"
-    try:
-        cuda.current_context()
-    except Exception as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        reason = " ".join(lines[:2]) or type(exc).__name__
-    raise RuntimeError(
-        f"engine='cuda' needs an NVIDIA GPU with a working CUDA driver, but numba.cuda "
-        f"found none ({reason}). Use engine='cpu', or engine='auto' to fall back to it."
-    )
 
 
 def _cpu_selection(values: np.ndarray, plan: MonitorPlan):
@@ -98,16 +63,6 @@ def _bytes_per_pixel(n_dates: int, k: int, n_starts: int, itemsize: int, process
     return n_dates * per_date + n_starts * per_start + fixed + (16 * n_starts * n_dates if process else 0)
 
 
-def _chunk_pixels(cuda, n_pixels: int, per_pixel: int) -> int:
-    """Pixels per chunk: both buffer sets must fit the budget of device memory."""
-    budget = config.CUDA_CHUNK_BYTES
-    if budget is None:
-        free, _total = cuda.current_context().get_memory_info()
-        budget = config.CUDA_MEMORY_FRACTION * min(float(free), 2.0**62)
-    pixels = int(budget) // (2 * per_pixel)
-    return max(1, min(n_pixels, pixels, int(config.CUDA_CHUNK_PIXELS_MAX)))
-
-
 class _Buffers:
     """One stream with its device arrays and pinned host staging for ``chunk`` pixels."""
 
@@ -142,39 +97,8 @@ class _Buffers:
         self.d_bnd = dev(size, np.float64)
 
 
-#: Buffer sets of the last run, reused by the next run with the same dates, regressors,
-#: starts, dtype and process flag when they hold enough pixels: allocating pinned host
-#: memory and device arrays costs more than the kernels on cubes of ~10^5 pixels.
-_CACHED: dict = {"key": None, "sets": []}
-
-
-def _buffer_sets(cuda, key, chunk, count):
-    """``count`` buffer sets of at least ``chunk`` pixels, reused from the last run if they fit."""
-    fits = (config.CUDA_KEEP_BUFFERS and _CACHED["key"] == key and len(_CACHED["sets"]) >= count
-            and all(buf.chunk >= chunk for buf in _CACHED["sets"][:count]))
-    if not fits:
-        _CACHED.update(key=None, sets=[])  # free the old ones before allocating
-        n_dates, k, n_starts, raw_dtype, process = key
-        sets = [_Buffers(cuda, n_dates, k, n_starts, chunk, raw_dtype, process) for _ in range(count)]
-        if config.CUDA_KEEP_BUFFERS:
-            _CACHED.update(key=key, sets=sets)
-    else:
-        sets = _CACHED["sets"]
-    for buf in sets:
-        buf.pending = None
-    return sets[:count]
-
-
-def release_buffers() -> None:
-    """Free the device and pinned host buffers kept from the last cuda run
-    (``config.CUDA_KEEP_BUFFERS``), e.g. before handing the GPU to another library."""
-    with _DEVICE_LOCK:
-        _CACHED.update(key=None, sets=[])
-
-
-def _view(array, *shape):
-    """Leading contiguous part of a flat (device or host) buffer, reshaped."""
-    return array[: int(np.prod(shape))].reshape(shape)
+#: This engine's buffer sets, kept for its next run of the same shape.
+_KEPT = KeptBuffers()
 
 
 def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagged=None,
@@ -205,7 +129,7 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
         ``plan.history`` is "ROC"/"BP", no ``history_begin`` is given and the cpu
         engine's selection (``_cpu_history.history_first``) is not available.
     """
-    cuda = _require_cuda()  # first: no costly cpu selection before a missing-GPU error
+    cuda = require_cuda()  # first: no costly cpu selection before a missing-GPU error
     n_dates, n_pixels = values.shape
     n_starts = plan.n_starts
     if timings is not None:
@@ -221,7 +145,7 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     begin_all = _history_begin(plan, n_pixels, history_begin)
     flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None
                  else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels))
-    with _DEVICE_LOCK:
+    with DEVICE_LOCK:
         return _run_locked(cuda, values, plan, begin_all, flags_all, timings)
 
 
@@ -247,9 +171,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
     raw_dtype = values.dtype
     per_pixel = _bytes_per_pixel(n_dates, k, n_starts, raw_dtype.itemsize, plan.return_process)
     key = (n_dates, k, n_starts, raw_dtype, plan.return_process)
-    if _CACHED["key"] != key:
-        _CACHED.update(key=None, sets=[])  # free them before sizing by the free memory
-    chunk = _chunk_pixels(cuda, n_pixels, per_pixel)
+    _KEPT.drop_unless(key)  # before sizing the chunks by the free memory
+    chunk = chunk_items(cuda, n_pixels, per_pixel)
 
     tpb = kern.threads_per_block()
     tpb_pixel = min(tpb, kern.MAX_PIXEL_BLOCK, _next_power_of_two(max(1, (n_dates + 1) // 2)))
@@ -267,20 +190,22 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
     d_monitor_begin = cuda.to_device(np.asarray(plan.monitor_begin, dtype=np.int32))
     axis_time = np.asarray(plan.axis.time, dtype=np.float64)
 
-    buffers = _buffer_sets(cuda, key, chunk, 2 if n_pixels > chunk else 1)
+    buffers = _KEPT.get(key, chunk, 2 if n_pixels > chunk else 1,
+                        lambda size: _Buffers(cuda, n_dates, k, n_starts, size, raw_dtype,
+                                              plan.return_process))
 
     def launch(buf: _Buffers, p0: int, p1: int) -> None:
         m = p1 - p0
         stream = buf.stream
-        h_raw = _view(buf.h_raw, n_dates, m)
+        h_raw = view(buf.h_raw, n_dates, m)
         np.copyto(h_raw, values[:, p0:p1])  # host staging overlaps the other stream
-        h_begin = _view(buf.h_begin, n_starts, m)
+        h_begin = view(buf.h_begin, n_starts, m)
         np.copyto(h_begin, begin_all[:, p0:p1])
-        h_flag = _view(buf.h_flag, n_starts, m)
+        h_flag = view(buf.h_flag, n_starts, m)
         np.copyto(h_flag, flags_all[:, p0:p1])
-        d_raw = _view(buf.d_raw, n_dates, m)
-        d_begin = _view(buf.d_begin, n_starts, m)
-        d_flag = _view(buf.d_flag, n_starts, m)
+        d_raw = view(buf.d_raw, n_dates, m)
+        d_begin = view(buf.d_begin, n_starts, m)
+        d_flag = view(buf.d_flag, n_starts, m)
         marks = [] if timings is not None else None
 
         def mark(name):  # an event after each step, for benchmarks (timings=)
@@ -294,22 +219,22 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         d_begin.copy_to_device(h_begin, stream=stream)
         d_flag.copy_to_device(h_flag, stream=stream)
         mark("h2d")
-        d_int = _view(buf.d_int, 7, n_starts, m)
-        d_float = _view(buf.d_float, 5, n_starts, m)
-        d_y = _view(buf.d_y, m, n_dates)
-        d_mask = _view(buf.d_mask, n_dates, m)
-        d_r = _view(buf.d_r, m, n_dates)
-        d_rc = _view(buf.d_rc, m, n_dates)
-        d_keys = _view(buf.d_keys, m, n_dates)
-        d_G = _view(buf.d_G, m, k, k)
-        d_b = _view(buf.d_b, m, k)
-        d_beta = _view(buf.d_beta, m, k)
-        d_singular = _view(buf.d_singular, m)
+        d_int = view(buf.d_int, 7, n_starts, m)
+        d_float = view(buf.d_float, 5, n_starts, m)
+        d_y = view(buf.d_y, m, n_dates)
+        d_mask = view(buf.d_mask, n_dates, m)
+        d_r = view(buf.d_r, m, n_dates)
+        d_rc = view(buf.d_rc, m, n_dates)
+        d_keys = view(buf.d_keys, m, n_dates)
+        d_G = view(buf.d_G, m, k, k)
+        d_b = view(buf.d_b, m, k)
+        d_beta = view(buf.d_beta, m, k)
+        d_singular = view(buf.d_singular, m)
         if plan.return_process:
-            d_proc = _view(buf.d_proc, n_starts, n_dates, m)
-            d_bnd = _view(buf.d_bnd, n_starts, n_dates, m)
+            d_proc = view(buf.d_proc, n_starts, n_dates, m)
+            d_bnd = view(buf.d_bnd, n_starts, n_dates, m)
         else:
-            d_proc = d_bnd = _view(buf.d_proc, 1, 1, 1)
+            d_proc = d_bnd = view(buf.d_proc, 1, 1, 1)
 
         grid_t = ((m + tile_t - 1) // tile_t, (n_dates + tile_t - 1) // tile_t)
         transpose[grid_t, (tile_t, rows_t), stream](d_raw, has_nodata, nodata, d_y)
@@ -336,11 +261,11 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
                 float(plan.critval), bool(plan.return_process), d_int, d_float, d_r, d_rc,
                 d_keys, d_proc, d_bnd)
             mark("monitor")
-        d_int.copy_to_host(_view(buf.h_int, 7, n_starts, m), stream=stream)
-        d_float.copy_to_host(_view(buf.h_float, 5, n_starts, m), stream=stream)
+        d_int.copy_to_host(view(buf.h_int, 7, n_starts, m), stream=stream)
+        d_float.copy_to_host(view(buf.h_float, 5, n_starts, m), stream=stream)
         if plan.return_process:
-            d_proc.copy_to_host(_view(buf.h_proc, n_starts, n_dates, m), stream=stream)
-            d_bnd.copy_to_host(_view(buf.h_bnd, n_starts, n_dates, m), stream=stream)
+            d_proc.copy_to_host(view(buf.h_proc, n_starts, n_dates, m), stream=stream)
+            d_bnd.copy_to_host(view(buf.h_bnd, n_starts, n_dates, m), stream=stream)
         mark("d2h")
         buf.pending = (p0, p1, marks)
 
@@ -355,8 +280,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
                 if key == "kernels":
                     timings[f"kernel_{name}"] = timings.get(f"kernel_{name}", 0.0) + ms
         m = p1 - p0
-        ints = _view(buf.h_int, 7, n_starts, m)
-        floats = _view(buf.h_float, 5, n_starts, m)
+        ints = view(buf.h_int, 7, n_starts, m)
+        floats = view(buf.h_float, 5, n_starts, m)
         cols = slice(p0, p1)
         index = ints[kern.I_BREAK]
         outputs["break_index"][:, cols] = index
@@ -371,8 +296,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
                           ("statistic", kern.F_STATISTIC), ("sigma", kern.F_SIGMA)):
             outputs[name][:, cols] = floats[row]
         if plan.return_process:
-            outputs["process"][:, :, cols] = _view(buf.h_proc, n_starts, n_dates, m)
-            outputs["boundary"][:, :, cols] = _view(buf.h_bnd, n_starts, n_dates, m)
+            outputs["process"][:, :, cols] = view(buf.h_proc, n_starts, n_dates, m)
+            outputs["boundary"][:, :, cols] = view(buf.h_bnd, n_starts, n_dates, m)
         buf.pending = None
 
     for c, p0 in enumerate(range(0, n_pixels, chunk)):
@@ -393,7 +318,7 @@ def device_summary() -> dict:
 
     Raises :class:`RuntimeError` like :func:`run` where there is no GPU.
     """
-    cuda = _require_cuda()
+    cuda = require_cuda()
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         return dict(name="numba CUDA simulator", compute_capability=None, memory_bytes=None,
                     peak_bandwidth_gbs=None)

@@ -1,0 +1,117 @@
+"""Host-side machinery shared by the cuda engines (BFAST Monitor, STL): the GPU check,
+one device lock, chunk sizing by free device memory, flat-buffer views, and buffer sets
+kept between calls.
+
+Importing this module needs no CUDA driver or toolkit: :func:`require_cuda` imports
+:mod:`numba.cuda` when an engine asks for it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from . import config
+
+#: One run at a time per process: each run sizes its chunks by the free device memory, so
+#: concurrent runs (e.g. from dask worker threads) would together overcommit it.
+DEVICE_LOCK = threading.Lock()
+
+
+def require_cuda():
+    """Return :mod:`numba.cuda` if a GPU (or numba's CUDA simulator) can run kernels.
+
+    Raises
+    ------
+    RuntimeError
+        Naming the cause: numba-cuda missing, or no CUDA driver / device.
+    """
+    try:
+        from numba import cuda
+    except Exception as exc:  # numba-cuda not installed, or a broken install
+        raise RuntimeError(
+            f"engine='cuda' needs numba's CUDA support (package numba-cuda), which could "
+            f"not be imported: {exc}. Use engine='cpu'."
+        ) from exc
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return cuda  # the CPU simulator: used by the tests
+    if cuda.is_available():
+        return cuda
+    reason = "no CUDA-capable device was found"
+    try:
+        cuda.current_context()
+    except Exception as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        reason = " ".join(lines[:2]) or type(exc).__name__
+    raise RuntimeError(
+        f"engine='cuda' needs an NVIDIA GPU with a working CUDA driver, but numba.cuda "
+        f"found none ({reason}). Use engine='cpu', or engine='auto' to fall back to it."
+    )
+
+
+def chunk_items(cuda, n_items: int, bytes_per_item: int) -> int:
+    """Items (pixels, series) per chunk: two buffer sets of that many items must fit
+    ``config.CUDA_CHUNK_BYTES``, or ``config.CUDA_MEMORY_FRACTION`` of the free device
+    memory; at most ``config.CUDA_CHUNK_PIXELS_MAX`` (bounds the pinned host memory)."""
+    budget = config.CUDA_CHUNK_BYTES
+    if budget is None:
+        free, _total = cuda.current_context().get_memory_info()
+        budget = config.CUDA_MEMORY_FRACTION * min(float(free), 2.0**62)
+    items = int(budget) // (2 * bytes_per_item)
+    return max(1, min(n_items, items, int(config.CUDA_CHUNK_PIXELS_MAX)))
+
+
+def view(array, *shape):
+    """Leading contiguous part of a flat (device or host) buffer, reshaped."""
+    return array[: int(np.prod(shape))].reshape(shape)
+
+
+class KeptBuffers:
+    """Buffer sets of an engine's last run, reused by its next run with the same key
+    (shape, dtype, options) when they hold enough items.
+
+    Allocating pinned host memory and device arrays costs more than the kernels on cubes
+    of ~10^5 pixels (measured on an H100, see docs/gpu.md), and dask calls an engine once
+    per chunk with the same shape. ``config.CUDA_KEEP_BUFFERS = False`` turns this off;
+    :func:`release_buffers` frees what every engine keeps. A buffer set is any object with
+    a ``chunk`` attribute (its capacity) and a ``pending`` slot.
+    """
+
+    instances: list[KeptBuffers] = []
+
+    def __init__(self):
+        self.key = None
+        self.sets: list = []
+        KeptBuffers.instances.append(self)
+
+    def drop_unless(self, key) -> None:
+        """Free the kept sets unless they were made for ``key`` (call before sizing
+        chunks by the free memory, so that stale buffers do not shrink them)."""
+        if self.key != key or not config.CUDA_KEEP_BUFFERS:
+            self.key, self.sets = None, []
+
+    def get(self, key, chunk: int, count: int, make):
+        """``count`` buffer sets of at least ``chunk`` items: the kept ones if they fit,
+        else new ones from ``make(chunk)`` (kept for the next call)."""
+        fits = (config.CUDA_KEEP_BUFFERS and self.key == key and len(self.sets) >= count
+                and all(buf.chunk >= chunk for buf in self.sets[:count]))
+        if fits:
+            sets = self.sets[:count]
+        else:
+            self.key, self.sets = None, []  # free the old ones before allocating
+            sets = [make(chunk) for _ in range(count)]
+            if config.CUDA_KEEP_BUFFERS:
+                self.key, self.sets = key, sets
+        for buf in sets:
+            buf.pending = None
+        return sets
+
+
+def release_buffers() -> None:
+    """Free the device and pinned host buffers the cuda engines kept from their last run
+    (``config.CUDA_KEEP_BUFFERS``), e.g. before handing the GPU to another library."""
+    with DEVICE_LOCK:
+        for kept in KeptBuffers.instances:
+            kept.key, kept.sets = None, []
