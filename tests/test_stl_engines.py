@@ -126,7 +126,7 @@ def test_shapes_dtypes_nodata_and_dates():
 def test_bad_arguments():
     y = np.random.default_rng(0).standard_normal(50)
     with pytest.raises(ValueError, match="engine"):
-        stl(y, 12, engine="cuda")
+        stl(y, 12, engine="gpu")
     with pytest.raises(ValueError, match="flavor"):
         stl(y, 12, flavor="R")
     with pytest.raises(ValueError, match="2\\*period"):

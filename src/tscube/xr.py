@@ -373,6 +373,15 @@ def _bfast_block(series, *, dates, start, kwargs):
     return bfast_monitor(series, dates, start, **kwargs).to_dict()
 
 
+def _largest_chunk_values(da, time_dim: str) -> int:
+    """Values (dates x pixels) of the largest block an engine will get: the whole array
+    when it is not chunked; ``engine="auto"`` decides on it."""
+    if da.chunks is None:
+        return int(da.size)
+    pixels = np.prod([max(c) for d, c in da.chunksizes.items() if d != time_dim], dtype=np.int64)
+    return int(da.sizes[time_dim] * max(int(pixels), 1))
+
+
 def bfast_monitor_xarray(da, start, *, dates=None, time_dim: str = "time", client=None, memory=None, **kwargs):
     """:func:`tscube.bfast_monitor` over an :class:`xarray.DataArray`, lazily with dask.
 
@@ -425,9 +434,7 @@ def bfast_monitor_xarray(da, start, *, dates=None, time_dim: str = "time", clien
     if engine == "auto":
         from .engines import auto_engine
 
-        chunk_values = da.size if da.chunks is None else len(axis_dates) * max(
-            int(np.prod([max(c) for d, c in da.chunksizes.items() if d != time_dim], dtype=np.int64)), 1)
-        attrs["engine"] = auto_engine(int(chunk_values))
+        attrs["engine"] = auto_engine(_largest_chunk_values(da, time_dim))
     else:
         from .bfast.monitor import ENGINES
 
@@ -541,7 +548,11 @@ def stl_xarray(da, period, *, time_dim: str = "time", components: bool = True, c
 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES} for stl, got {engine!r}")
-    resolved = "cpu" if engine == "auto" else engine
+    if engine == "auto":  # one engine for every chunk, recorded in the attrs
+        from .engines import auto_engine
+
+        kwargs["engine"] = auto_engine(_largest_chunk_values(da, time_dim))
+    resolved = kwargs.get("engine", "auto")
     out_dtype = np.float32 if da.dtype == np.float32 else np.float64
     specs = [OutputSpec("trend_slope", out_dtype), OutputSpec("seasonal_amplitude", out_dtype),
              OutputSpec("status", np.int8)]

@@ -16,7 +16,7 @@ from ._status import StlStatus
 
 __all__ = ["stl", "StlResult", "StlStatus", "StlParams"]
 
-ENGINES = ("auto", "reference", "cpu")
+ENGINES = ("auto", "reference", "cpu", "cuda")
 DAYS_PER_YEAR = 365.25
 
 
@@ -149,9 +149,13 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
         ``trend_slope`` per year.
     nodata : scalar, optional
         Value that marks missing data (e.g. for integer cubes).
-    engine : {"auto", "reference", "cpu"}
+    engine : {"auto", "reference", "cpu", "cuda"}
         ``"reference"`` is plain NumPy (slow, for checking); ``"cpu"`` is numba,
-        parallel over series; ``"auto"`` is ``"cpu"``.
+        parallel over series; ``"cuda"`` runs the cpu engine's per-series code on an
+        NVIDIA GPU (numba.cuda, one thread per series; same results as ``"cpu"``;
+        ``RuntimeError`` without a GPU); ``"auto"`` is ``"cuda"`` on a real GPU for
+        batches of at least ``config.CUDA_AUTO_MIN_WORK`` values (series x T), else
+        ``"cpu"``.
 
     Returns
     -------
@@ -219,10 +223,15 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
     times = (np.arange(n_times, dtype=np.float64) if dates is None
              else _decimal_years(dates, n_times))
     series = np.ascontiguousarray(values.reshape(n_times, -1).T)
+    if engine == "auto":
+        from ..engines import auto_engine
+
+        engine = auto_engine(series.size)
     if engine == "reference":
         from . import _reference as backend
+    elif engine == "cuda":
+        from . import _cuda as backend
     else:
-        engine = "cpu"
         from . import _cpu as backend
     seasonal_c, trend_c, weights, status = backend.decompose(series, params)
 

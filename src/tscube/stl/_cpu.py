@@ -11,6 +11,8 @@ float64 throughout (reassociation allowed in the weighted sums, for SIMD).
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 from numba import njit, prange
@@ -203,7 +205,7 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
             return np.nan, np.nan, nearest
         return t0 - m1 * (t1 - m1 * t0) / var, (t1 - m1 * t0) / var / h, nearest
     # Fortran: linear correction only when the x-spread is not tiny
-    if h > 0.0 and var > 0.0 and h * np.sqrt(var) > 0.001 * (n_full - 1):
+    if h > 0.0 and var > 0.0 and h * math.sqrt(var) > 0.001 * (n_full - 1):
         return t0 - m1 * (t1 - m1 * t0) / var, 0.0, nearest
     return t0, 0.0, nearest
 
@@ -272,7 +274,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
                             break
                         value = t0 - m1 * (t1 - m1 * t0) / var
                         slope = (t1 - m1 * t0) / var / h
-                    elif var > 0.0 and h * np.sqrt(var) > threshold:
+                    elif var > 0.0 and h * math.sqrt(var) > threshold:
                         value = t0 - m1 * (t1 - m1 * t0) / var
                 fbuf[e] = value
                 sbuf[e] = slope
@@ -305,7 +307,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
             m = 0 if e == n_eval else n_full + 1
         f, s, nearest = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete,
                                    n_full, window, deg, m, flavor)
-        if flavor == _STATSMODELS and e < n_eval and not np.isfinite(f):
+        if flavor == _STATSMODELS and e < n_eval and not math.isfinite(f):
             x = nearest + 1 if complete else xv[xstart + nearest]
             f = vals[off + (x - 1) * stride]
         fbuf[e] = f
@@ -326,7 +328,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
             out[out_off + t * out_stride] = np.nan
         prev = -1
         for e in range(n_eval):
-            if not np.isfinite(fbuf[e]):
+            if not math.isfinite(fbuf[e]):
                 continue
             m1 = min(1 + e * jump, n_full)
             out[out_off + m1 * out_stride] = fbuf[e]
@@ -344,9 +346,9 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
         f0 = fbuf[n_eval]
         f1 = fbuf[n_eval + 1]
         if flavor == _STATSMODELS:
-            if not np.isfinite(f0):
+            if not math.isfinite(f0):
                 f0 = out[out_off + out_stride]
-            if not np.isfinite(f1):
+            if not math.isfinite(f1):
                 f1 = out[out_off + n_full * out_stride]
         out[out_off] = f0
         out[out_off + (n_full + 1) * out_stride] = f1
@@ -459,7 +461,7 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
                 prm[9], prm[10], prm[11], prm[12], prm[13], prm[14])
     nv = np.int64(0)
     for i in range(n):
-        valid[i] = np.isfinite(y[i])
+        valid[i] = math.isfinite(y[i])
         if valid[i]:
             xv[nv] = i + 1
             nv += 1
@@ -545,7 +547,7 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
             for i in range(k):
                 seasonal[i * p + j] = total / k
     for i in range(n):
-        if not (np.isfinite(seasonal[i]) and np.isfinite(trend[i])):
+        if not (math.isfinite(seasonal[i]) and math.isfinite(trend[i])):
             for t in range(n):
                 seasonal[t] = trend[t] = rw[t] = np.nan
             return _FIT_FAILED
