@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._layout import finish, series_rows
 from ._params import StlParams, resolve_params
 from ._status import StlStatus
 
@@ -96,11 +97,7 @@ def _prepare(data, nodata):
     if array.ndim < 1:
         raise ValueError("data must have a time axis first: shape (T, ...)")
     out_dtype = np.float32 if array.dtype == np.float32 else np.float64
-    values = array.astype(np.float64)
-    if nodata is not None:
-        values[array == nodata] = np.nan
-    values[~np.isfinite(values)] = np.nan
-    return values, out_dtype
+    return array, out_dtype
 
 
 def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, trend_deg=1,
@@ -215,6 +212,8 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES} for stl, got {engine!r}")
     values, out_dtype = _prepare(data, nodata)
+    if not values.dtype.isnative:
+        values = values.astype(values.dtype.newbyteorder("="))
     n_times = values.shape[0]
     pixel_shape = values.shape[1:]
     params = resolve_params(n_times, period, seasonal, trend, low_pass, seasonal_deg,
@@ -222,7 +221,7 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
                             robust, inner_iter, outer_iter, flavor)
     times = (np.arange(n_times, dtype=np.float64) if dates is None
              else _decimal_years(dates, n_times))
-    series = np.ascontiguousarray(values.reshape(n_times, -1).T)
+    series = series_rows(values.reshape(n_times, -1), nodata)  # (n, T) float64, NaN = missing
     if engine == "auto":
         from ..engines import auto_engine
 
@@ -235,23 +234,15 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
         from . import _cpu as backend
     seasonal_c, trend_c, weights, status = backend.decompose(series, params)
 
-    remainder = series - seasonal_c - trend_c
-    centered_t = times - times.mean()
-    trend_slope = ((trend_c - trend_c.mean(axis=1, keepdims=True)) @ centered_t
-                   / (centered_t @ centered_t))
-    n_series = series.shape[0]
-    cycles = np.full((n_series, params.period), np.nan)
-    for j in range(params.period):
-        cycles[:, j] = seasonal_c[:, j::params.period].mean(axis=1)
-    amplitude = cycles.max(axis=1) - cycles.min(axis=1)
+    (seasonal_t, trend_t, remainder_t, weights_t), slope, amplitude = finish(
+        series, seasonal_c, trend_c, weights, times, params.period, out_dtype)
 
     def to_cube(component):
-        return np.ascontiguousarray(component.T).reshape((n_times,) + pixel_shape).astype(
-            out_dtype, copy=False)
+        return component.reshape((n_times,) + pixel_shape)
 
     return StlResult(
-        seasonal=to_cube(seasonal_c), trend=to_cube(trend_c), remainder=to_cube(remainder),
-        weights=to_cube(weights),
-        trend_slope=trend_slope.reshape(pixel_shape).astype(out_dtype, copy=False),
+        seasonal=to_cube(seasonal_t), trend=to_cube(trend_t), remainder=to_cube(remainder_t),
+        weights=to_cube(weights_t),
+        trend_slope=slope.reshape(pixel_shape).astype(out_dtype, copy=False),
         seasonal_amplitude=amplitude.reshape(pixel_shape).astype(out_dtype, copy=False),
         status=status.astype(np.int8).reshape(pixel_shape), params=params, engine=engine)

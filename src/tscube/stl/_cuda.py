@@ -162,10 +162,12 @@ class _Buffers:
 _KEPT = KeptBuffers()
 
 
-def decompose(data, prm: StlParams):
+def decompose(data, prm: StlParams, timings: dict | None = None):
     """cuda engine: ``data`` is ``(n_series, T)`` float64 (or float32) with NaN for
     missing; returns seasonal, trend, weights ``(n_series, T)`` float64 and the int8
-    status, like :func:`tscube.stl._cpu.decompose`.
+    status, like :func:`tscube.stl._cpu.decompose`. ``timings`` (a dict), if given, gets
+    milliseconds by CUDA events summed over chunks: ``h2d``, ``kernels`` (transposes and
+    STL) and ``d2h``, for benchmarks.
 
     Raises
     ------
@@ -184,11 +186,11 @@ def decompose(data, prm: StlParams):
     if n_series == 0:
         return seasonal, trend, weights, status
     with DEVICE_LOCK:
-        _run_locked(cuda_module, data, prm, seasonal, trend, weights, status)
+        _run_locked(cuda_module, data, prm, seasonal, trend, weights, status, timings)
     return seasonal, trend, weights, status
 
 
-def _run_locked(cuda, data, prm, seasonal, trend, weights, status):
+def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
     from ..bfast import _cuda_kernels as bfast_kernels  # imports numba.cuda
 
     n_series, n = data.shape
@@ -214,10 +216,15 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status):
     def launch(buf: _Buffers, s0: int, s1: int) -> None:
         m = s1 - s0
         stream = buf.stream
+        events = [cuda.event() for _ in range(4)] if timings is not None else []
+        if events:
+            events[0].record(stream)
         h_data = view(buf.h_data, m, n)
         np.copyto(h_data, data[s0:s1])  # host staging overlaps the other stream
         d_rows = view(buf.d_rows, m, n)
         d_rows.copy_to_device(h_data, stream=stream)
+        if events:
+            events[1].record(stream)
         d_data = view(buf.d_data, n, m)
         transpose[((n + tile - 1) // tile, (m + tile - 1) // tile), block_t, stream](
             d_rows, False, 0.0, d_data)
@@ -231,13 +238,19 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status):
         for k in range(3):
             transpose[((m + tile - 1) // tile, (n + tile - 1) // tile), block_t, stream](
                 d_out[k], False, 0.0, d_out_rows[k])
+        if events:
+            events[2].record(stream)
         d_out_rows.copy_to_host(view(buf.h_out, 3, m, n), stream=stream)
         d_status.copy_to_host(view(buf.h_status, m), stream=stream)
-        buf.pending = (s0, s1)
+        if events:
+            events[3].record(stream)
+        buf.pending = (s0, s1, events)
 
     def collect(buf: _Buffers) -> None:
         buf.stream.synchronize()
-        s0, s1 = buf.pending
+        s0, s1, events = buf.pending
+        for name, (a, b) in (("h2d", (0, 1)), ("kernels", (1, 2)), ("d2h", (2, 3))) if events else ():
+            timings[name] = timings.get(name, 0.0) + events[a].elapsed_time(events[b])
         m = s1 - s0
         out = view(buf.h_out, 3, m, n)
         seasonal[s0:s1] = out[0]

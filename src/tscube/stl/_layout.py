@@ -1,0 +1,103 @@
+"""Moving a cube between :func:`tscube.stl`'s time-first layout and the engines' series
+rows, in parallel (numba), with the missing-value cleaning and the per-series summaries.
+
+Done with NumPy one array at a time, these copies and transposes took 85 % of an 8192 x
+828 cpu-engine call and most of a GPU call (measured on an H100: see docs/gpu.md). Here
+each is one pass over blocks of series (cache-sized tiles of the transpose), whatever
+the engine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+#: Series per tile of the transposes: TILE x T reads stay in cache while the writes of
+#: one date touch TILE consecutive values.
+TILE = 64
+
+
+@njit(parallel=True, cache=True)
+def _rows(data, has_nodata, nodata, out):
+    n_times, n_series = data.shape
+    for block in prange((n_series + TILE - 1) // TILE):
+        s0 = block * TILE
+        s1 = min(s0 + TILE, n_series)
+        for t in range(n_times):
+            for s in range(s0, s1):
+                raw = data[t, s]
+                value = np.float64(raw)
+                if (has_nodata and raw == nodata) or not np.isfinite(value):
+                    value = np.nan
+                out[s, t] = value
+
+
+def series_rows(values: np.ndarray, nodata) -> np.ndarray:
+    """``(T, n)`` numeric data -> ``(n, T)`` float64 rows, NaN where missing (NaN, +-inf,
+    or equal to ``nodata`` compared in the data's dtype, as ``values == nodata``)."""
+    n_times, n_series = values.shape
+    out = np.empty((n_series, n_times))
+    has_nodata = nodata is not None and bool(np.any(values == nodata))
+    if has_nodata:
+        nodata = np.asarray(nodata).astype(values.dtype)  # equal to some value, so exact
+    else:
+        nodata = np.zeros((), values.dtype)
+    _rows(values, has_nodata, nodata[()], out)
+    return out
+
+
+@njit(parallel=True, cache=True)
+def _finish(y, seasonal, trend, weights, centered_t, period, out_s, out_t, out_r, out_w,
+            slope, amplitude):
+    n_series, n_times = y.shape
+    denominator = 0.0
+    for t in range(n_times):
+        denominator += centered_t[t] * centered_t[t]
+    for block in prange((n_series + TILE - 1) // TILE):
+        s0 = block * TILE
+        s1 = min(s0 + TILE, n_series)
+        cycle = np.empty(period)
+        for s in range(s0, s1):
+            mean = 0.0
+            for t in range(n_times):
+                mean += trend[s, t]
+            mean /= n_times
+            numerator = 0.0
+            for t in range(n_times):
+                numerator += (trend[s, t] - mean) * centered_t[t]
+            slope[s] = numerator / denominator
+            for j in range(period):
+                total = 0.0
+                count = 0
+                for t in range(j, n_times, period):
+                    total += seasonal[s, t]
+                    count += 1
+                cycle[j] = total / count
+            high = cycle[0]
+            low = cycle[0]
+            for j in range(period):  # NaN propagates, as np.max / np.min
+                if np.isnan(cycle[j]):
+                    high = low = np.nan
+                    break
+                high = max(high, cycle[j])
+                low = min(low, cycle[j])
+            amplitude[s] = high - low
+        for t in range(n_times):
+            for s in range(s0, s1):
+                out_s[t, s] = seasonal[s, t]
+                out_t[t, s] = trend[s, t]
+                out_r[t, s] = y[s, t] - seasonal[s, t] - trend[s, t]
+                out_w[t, s] = weights[s, t]
+
+
+def finish(series, seasonal, trend, weights, times, period, out_dtype):
+    """Time-first ``(T, n)`` seasonal, trend, remainder and weights in ``out_dtype``, and
+    per series the OLS slope of the trend against ``times`` and the range of the mean
+    seasonal cycle, from the engines' ``(n, T)`` float64 rows."""
+    n_series, n_times = series.shape
+    outputs = [np.empty((n_times, n_series), out_dtype) for _ in range(4)]
+    slope = np.empty(n_series)
+    amplitude = np.empty(n_series)
+    centered = np.ascontiguousarray(times - times.mean(), dtype=np.float64)
+    _finish(series, seasonal, trend, weights, centered, int(period), *outputs, slope, amplitude)
+    return outputs, slope, amplitude

@@ -1,0 +1,47 @@
+"""tscube.stl._layout (the parallel copies between the cube and the engines' series rows)
+equals the plain NumPy formulas it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tscube.stl._layout import finish, series_rows
+
+
+@pytest.mark.parametrize("dtype, nodata", [(np.float32, None), (np.float32, 0.1), (np.int16, -3000),
+                                           (np.float64, np.inf), (np.uint8, 3.5)])
+def test_series_rows_transposes_and_marks_missing(dtype, nodata):
+    rng = np.random.default_rng(0)
+    values = (rng.uniform(0, 200, (37, 131))).astype(dtype)
+    if nodata is not None and np.asarray(nodata).astype(dtype) == nodata:
+        values[rng.random(values.shape) < 0.2] = nodata
+    if values.dtype.kind == "f":
+        values[0, :5] = [np.nan, np.inf, -np.inf, 1.0, 2.0]
+    expected = values.astype(np.float64)
+    if nodata is not None:
+        expected[values == nodata] = np.nan
+    expected[~np.isfinite(expected)] = np.nan
+    got = series_rows(values, nodata)
+    np.testing.assert_array_equal(got, expected.T)
+    assert got.flags.c_contiguous and got.dtype == np.float64
+
+
+def test_finish_equals_numpy_summaries():
+    rng = np.random.default_rng(1)
+    n, T, period = 70, 50, 7
+    y, seasonal, trend, weights = (rng.standard_normal((n, T)) for _ in range(4))
+    seasonal[3] = trend[3] = weights[3] = np.nan  # a failed series
+    y[5, ::4] = np.nan
+    times = 2000 + np.arange(T) / 23
+    (s_t, t_t, r_t, w_t), slope, amplitude = finish(y, seasonal, trend, weights, times, period,
+                                                   np.float32)
+    for got, want in ((s_t, seasonal), (t_t, trend), (r_t, y - seasonal - trend), (w_t, weights)):
+        assert got.dtype == np.float32 and got.shape == (T, n)
+        np.testing.assert_array_equal(got, want.T.astype(np.float32))
+    c = times - times.mean()
+    np.testing.assert_allclose(slope, (trend - trend.mean(axis=1, keepdims=True)) @ c / (c @ c),
+                               rtol=1e-12)
+    cycles = np.stack([seasonal[:, j::period].mean(axis=1) for j in range(period)], axis=1)
+    np.testing.assert_allclose(amplitude, cycles.max(axis=1) - cycles.min(axis=1), rtol=1e-12)
+    assert np.isnan(slope[3]) and np.isnan(amplitude[3])
