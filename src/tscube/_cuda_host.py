@@ -38,6 +38,7 @@ def require_cuda():
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         return cuda  # the CPU simulator: used by the tests
     if cuda.is_available():
+        _check_numpy_support()
         return cuda
     reason = "no CUDA-capable device was found"
     try:
@@ -49,6 +50,23 @@ def require_cuda():
         f"engine='cuda' needs an NVIDIA GPU with a working CUDA driver, but numba.cuda "
         f"found none ({reason}). Use engine='cpu', or engine='auto' to fall back to it."
     )
+
+
+def _check_numpy_support() -> None:
+    """numba-cuda <= 0.30.4 registers ``np.row_stack``, which NumPy 2.5 removed: every
+    kernel compilation then fails with an AttributeError deep inside numba (seen on the
+    GPU machine, numpy 2.5.2). Say so at once, with the fix."""
+    import importlib
+
+    try:
+        importlib.import_module("numba.cuda.np.arrayobj")
+    except ModuleNotFoundError:  # another numba-cuda layout: nothing to check
+        return
+    except AttributeError as exc:
+        raise RuntimeError(
+            f"numba-cuda cannot compile kernels with NumPy {np.__version__} ({exc}); "
+            f"install numpy<2.5 (or a numba-cuda that supports this NumPy), or use engine='cpu'."
+        ) from exc
 
 
 def chunk_items(cuda, n_items: int, bytes_per_item: int) -> int:

@@ -1,0 +1,60 @@
+"""tscube._cuda_host: what the cuda engines share on the host side (no GPU needed)."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+from tscube import _cuda_host, config
+
+
+def test_numpy_that_numba_cuda_cannot_compile_with_is_named(monkeypatch):
+    def broken(name, *args):
+        raise AttributeError("module 'numpy' has no attribute 'row_stack'")
+
+    monkeypatch.setattr(importlib, "import_module", broken)
+    with pytest.raises(RuntimeError, match=r"numpy<2\.5"):
+        _cuda_host._check_numpy_support()
+
+
+def test_chunks_fit_two_buffer_sets_in_the_budget(monkeypatch):
+    monkeypatch.setattr(config, "CUDA_CHUNK_BYTES", 2 * 10 * 100 + 99)
+    assert _cuda_host.chunk_items(None, 1000, 100) == 10
+    assert _cuda_host.chunk_items(None, 7, 100) == 7
+    monkeypatch.setattr(config, "CUDA_CHUNK_PIXELS_MAX", 4)
+    assert _cuda_host.chunk_items(None, 1000, 100) == 4
+    monkeypatch.setattr(config, "CUDA_CHUNK_BYTES", 1)
+    assert _cuda_host.chunk_items(None, 1000, 100) == 1  # never zero
+
+
+class _Set:
+    def __init__(self, chunk):
+        self.chunk = chunk
+        self.pending = "stale"
+
+
+def test_kept_buffers_are_reused_only_when_they_fit(monkeypatch):
+    kept = _cuda_host.KeptBuffers()
+    first = kept.get("a", 10, 2, _Set)
+    assert [b.chunk for b in first] == [10, 10] and all(b.pending is None for b in first)
+    assert kept.get("a", 8, 1, _Set)[0] is first[0]  # smaller fits
+    assert kept.get("a", 12, 2, _Set)[0] is not first[0]  # larger does not
+    again = kept.get("a", 12, 2, _Set)
+    kept.drop_unless("a")
+    assert kept.sets == again
+    kept.drop_unless("b")
+    assert kept.sets == []
+    monkeypatch.setattr(config, "CUDA_KEEP_BUFFERS", False)
+    kept.get("b", 3, 1, _Set)
+    assert kept.sets == []
+    monkeypatch.setattr(config, "CUDA_KEEP_BUFFERS", True)
+    kept.get("c", 3, 1, _Set)
+    _cuda_host.release_buffers()
+    assert kept.sets == [] and kept.key is None
+
+
+def test_view_takes_the_leading_part():
+    flat = np.arange(20)
+    np.testing.assert_array_equal(_cuda_host.view(flat, 2, 3), [[0, 1, 2], [3, 4, 5]])
