@@ -427,12 +427,16 @@ def cluster_checks(quick: bool, repeat: int) -> None:
 # --------------------------------------------------------------------------- report
 
 
+def _cc(capability) -> str:
+    return ".".join(map(str, capability)) if capability else "?"
+
+
 def markdown() -> str:
     name = DEVICE["name"]
     lines = []
     ceil = next((r for r in RECORDS if r["benchmark"] == "ceilings"), None)
     dev = next((r for r in RECORDS if r["benchmark"] == "device"), {})
-    lines.append(f"Device: **{name}** (cc {dev.get('compute_capability')}, "
+    lines.append(f"Device: **{name}** (cc {_cc(dev.get('compute_capability'))}, "
                  f"{dev.get('multiprocessors')} SMs); cpu engine on {dev.get('cpu_threads')} threads.")
     if ceil:
         lines.append(f"Ceilings measured in this run: device-to-device copy {ceil['copy_gbs']:.0f} GB/s "
