@@ -218,7 +218,6 @@ def ceilings() -> dict:
     record = emit(dict(
         benchmark="ceilings", copy_gbs=2 * 4 * n / copy_ms / 1e6, read_gbs=4 * n / read_ms / 1e6,
         fp64_fma_gflops=threads * n_iter * 4 * 2 / fma_ms / 1e6))
-    del src, dst
     return record
 
 

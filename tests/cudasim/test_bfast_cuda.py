@@ -10,12 +10,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from cuda_checks import assert_no_gpu_error, check_ptx, run_without_simulator
 
 from tscube import BfastStatus, bfast_monitor, config
 from tscube._cuda_host import chunk_items, release_buffers
@@ -333,43 +333,14 @@ def test_cuda_without_gpu_raises_naming_the_cause():
         "except RuntimeError as exc:\n"
         "    print('summary RuntimeError:', exc)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                            text=True, timeout=120)
-    if "RuntimeError:" not in result.stdout and result.returncode == 0:
-        pytest.skip("a CUDA device is available here")
-    assert result.returncode == 0, result.stderr
-    assert "RuntimeError: engine='cuda' needs" in result.stdout
-    assert "CUDA driver" in result.stdout
+    result = run_without_simulator(code)
+    assert_no_gpu_error(result)
     assert "summary RuntimeError: engine='cuda' needs" in result.stdout
 
 
 _PTX_CHECK = '''
-import sys
-import numba.cuda.dispatcher as dispatcher
-from numba import cuda, types as nt
-
-
-class FakeDevice:  # device functions ask the current device for its compute capability
-    compute_capability = (8, 0)
-
-
-dispatcher.get_current_device = lambda: FakeDevice()
-
-
-def trivial(a):
-    a[cuda.grid(1)] = 1.0
-
-
-try:
-    cuda.compile_ptx(trivial, (nt.float64[:],), cc=(8, 0))
-except Exception as exc:  # no NVVM / NVRTC libraries: nothing to check with
-    print("SKIP", type(exc).__name__, str(exc).splitlines()[0])
-    sys.exit(0)
-
 from tscube.bfast import _cuda_kernels as kern
 
-A = lambda dtype, ndim: nt.Array(dtype, ndim, "C")
 f8, i4, i8, u1, i1, b1 = nt.float64, nt.int32, nt.int64, nt.uint8, nt.int8, nt.boolean
 checks = []
 for raw_type in (nt.int16, nt.float32, nt.float64):
@@ -399,13 +370,7 @@ def test_cuda_kernels_compile_to_ptx():
     """The simulator neither types nor compiles kernels: compile them all to PTX with
     NVVM where its libraries are installed (pip nvidia-cuda-nvcc-cu12 and
     nvidia-cuda-nvrtc-cu12 on LD_LIBRARY_PATH; no GPU needed), else skip."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    result = subprocess.run([sys.executable, "-c", _PTX_CHECK], env=env, capture_output=True,
-                            text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    if result.stdout.startswith("SKIP"):
-        pytest.skip(f"no NVVM to compile with: {result.stdout.strip()}")
-    assert "COMPILED 18" in result.stdout
+    check_ptx(_PTX_CHECK, 18)
 
 
 def test_cuda_keeps_pixel_shapes_and_empty_batches():
