@@ -127,6 +127,21 @@ class KeptBuffers:
         return sets
 
 
+def stream_chunks(n_items: int, chunk: int, buffers: list, launch, collect) -> None:
+    """Chunk ``c`` of ``range(n_items)`` goes to ``buffers[c % len(buffers)]`` by
+    ``launch(buf, start, stop)`` (which sets ``buf.pending``); a buffer set's previous
+    chunk is ``collect``-ed before the set is reused, and every set at the end. With two
+    sets on two streams, one chunk's copies overlap the other's kernels."""
+    for c, start in enumerate(range(0, n_items, chunk)):
+        buf = buffers[c % len(buffers)]
+        if buf.pending is not None:
+            collect(buf)  # this buffer set's previous chunk must be back before reuse
+        launch(buf, start, min(start + chunk, n_items))
+    for buf in buffers:
+        if buf.pending is not None:
+            collect(buf)
+
+
 def release_buffers() -> None:
     """Free the device and pinned host buffers the cuda engines kept from their last run
     (``config.CUDA_KEEP_BUFFERS``), e.g. before handing the GPU to another library."""

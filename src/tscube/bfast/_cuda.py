@@ -20,7 +20,8 @@ import time
 import numpy as np
 
 from .. import config
-from .._cuda_host import DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda, view
+from .._cuda_host import (DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda,
+                          stream_chunks, view)
 from .plan import MonitorPlan, kernel_nodata
 from .result import empty_outputs
 
@@ -300,15 +301,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
             outputs["boundary"][:, :, cols] = view(buf.h_bnd, n_starts, n_dates, m)
         buf.pending = None
 
-    for c, p0 in enumerate(range(0, n_pixels, chunk)):
-        buf = buffers[c % len(buffers)]
-        if buf.pending is not None:
-            collect(buf)  # this buffer set's previous chunk must be back before reuse
-        launch(buf, p0, min(p0 + chunk, n_pixels))
-    for c in range(len(buffers)):
-        buf = buffers[c]
-        if buf.pending is not None:
-            collect(buf)
+    stream_chunks(n_pixels, chunk, buffers, launch, collect)
     return outputs
 
 

@@ -31,7 +31,8 @@ from functools import lru_cache
 import numpy as np
 
 from .. import config
-from .._cuda_host import DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda, view
+from .._cuda_host import (DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda,
+                          stream_chunks, view)
 from ._cpu import _STATSMODELS, _STLPLUS, _decompose_one, _tables
 from ._params import StlParams
 
@@ -259,11 +260,4 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
         status[s0:s1] = view(buf.h_status, m)
         buf.pending = None
 
-    for c, s0 in enumerate(range(0, n_series, chunk)):
-        buf = buffers[c % len(buffers)]
-        if buf.pending is not None:
-            collect(buf)  # this buffer set's previous chunk must be back before reuse
-        launch(buf, s0, min(s0 + chunk, n_series))
-    for buf in buffers:
-        if buf.pending is not None:
-            collect(buf)
+    stream_chunks(n_series, chunk, buffers, launch, collect)
