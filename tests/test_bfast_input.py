@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tscube import BfastStatus, bfast_monitor
@@ -86,12 +87,15 @@ def test_two_dates_in_one_16day_slot(cube):
     [
         (dict(start=dt.date(1999, 1, 1)), ValueError, "before the first date"),
         (dict(start=dt.date(2030, 1, 1)), ValueError, "after the last date"),
+        (dict(start=pd.Timestamp("2030-01-01")), ValueError, r"^start 2030-01-01 \(= 2030\.0+\) is after"),
+        (dict(start=np.datetime64("1999-01-01")), ValueError, r"^start 1999-01-01 \(="),
         (dict(h=0.3), ValueError, "h = 0.3 is not supported"),
         (dict(end=12), ValueError, "end = 12 is not supported"),
         (dict(level=0.1), ValueError, "level = 0.1"),
         (dict(level=(0.05, 0.05, 0.05)), ValueError, "pair"),
         (dict(history="XYZ"), ValueError, "history must be one of"),
-        (dict(history=dt.date(2005, 1, 1), start=dt.date(2004, 1, 1)), ValueError, "before every monitoring start"),
+        (dict(history=dt.date(2005, 1, 1), start=dt.date(2004, 1, 1)), ValueError,
+         "^history 2005-01-01 must lie before every monitoring start"),
         (dict(engine="gpu"), ValueError, "engine must be one of"),
         (dict(order=-1), ValueError, "order"),
         (dict(nodata="x"), TypeError, "nodata"),

@@ -243,6 +243,9 @@ ERROR_CASES = {
     "start after the data": (["monitor", "{folder}", "--start", "2030-01-01"], "after the last date"),
     "start before the data": (["monitor", "{folder}", "--start", "1990-01-01"], "before the first date"),
     "unparseable start": (["monitor", "{folder}", "--start", "soon"], "--start 'soon' is not a date"),
+    "ambiguous start": (["monitor", "{folder}", "--start", "01/02/2020"], "--start '01/02/2020' is not a date"),
+    "start as a time stamp": (["monitor", "{folder}", "--start", "2030-01-01T00:00"],
+                              "start 2030-01-01 (= 2030"),
     "unsupported h": (["monitor", *STACK, "--start", "{start}", "--h", "0.3"], "h = 0.3 is not supported"),
     "unsupported end": (["monitor", *STACK, "--start", "{start}", "--end", "3"], "end = 3 is not supported"),
     "unsupported level": (["monitor", *STACK, "--start", "{start}", "--level", "0.5"], "level"),
@@ -271,3 +274,22 @@ def test_errors_exit_non_zero_with_one_line(tmp_path, error_inputs, case):
     assert len(errors) == 1, result.output
     assert message in errors[0], result.output
     assert not (tmp_path / "out.tif").exists()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2010-03-31", pd.Timestamp("2010-03-31")), ("20100331", pd.Timestamp("2010-03-31")),
+    ("2010-03-31T06:00", pd.Timestamp("2010-03-31 06:00")), ("2010.25", 2010.25), ("2010", 2010.0),
+    ("2010,4", (2010, 4)), (" 2010/4 ", (2010, 4)),
+])
+def test_cli_dates_iso_decimal_or_year_cycle(text, expected):
+    from tscube.cli import _parse_when
+
+    assert _parse_when(text, "start") == expected
+
+
+@pytest.mark.parametrize("text", ["01/02/2020", "2020/01/02", "Jan 2 2020", "2020-13-01", "2-1-2020", "soon"])
+def test_cli_dates_refuse_ambiguous_or_invalid_forms(text):
+    from tscube.cli import _parse_when
+
+    with pytest.raises(ValueError, match="is not a date \\(YYYY-MM-DD\\), a decimal year or YEAR,CYCLE"):
+        _parse_when(text, "start")

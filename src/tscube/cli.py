@@ -148,19 +148,24 @@ def dask_client(workers: Optional[int], scheduler: Optional[str]):
 
 
 def _parse_when(text: str, name: str):
-    """A CLI date: ISO date, decimal year (``2010.5``) or ``YEAR,CYCLE`` (R's ``c(2010, 4)``)."""
+    """A CLI date: ISO date (``2010-03-31``, ``20100331``, with an optional time), decimal
+    year (``2010.5``) or ``YEAR,CYCLE`` (R's ``c(2010, 4)``); anything else is refused."""
     text = text.strip()
     if re.fullmatch(r"\d{4}[,/]\d{1,3}", text):
         year, cycle = re.split(r"[,/]", text)
         return (int(year), int(cycle))
-    if re.fullmatch(r"[-+]?\d+\.\d*|\d{4}", text) and not re.fullmatch(r"\d{8}", text):
+    if re.fullmatch(r"[-+]?\d+\.\d*|\d{4}", text):
         return float(text)
+    message = f"--{name} {text!r} is not a date (YYYY-MM-DD), a decimal year or YEAR,CYCLE"
+    # ISO 8601 only: forms such as 01/02/2020 read as month/day or day/month by locale
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?|\d{8}", text):
+        raise ValueError(message)
     import pandas as pd
 
     try:
         return pd.Timestamp(text)
     except (ValueError, TypeError):
-        raise ValueError(f"--{name} {text!r} is not a date (YYYY-MM-DD), a decimal year or YEAR,CYCLE") from None
+        raise ValueError(message) from None
 
 
 def _parse_history(text: str):

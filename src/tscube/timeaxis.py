@@ -189,6 +189,22 @@ def build_time_axis(dates, freq=None) -> TimeAxis:
     return TimeAxis(time=values, slot=slot, freq=freq)
 
 
+def format_when(value) -> str:
+    """A user's date as they would write it, for messages: ``2030-01-01`` (not
+    ``Timestamp('2030-01-01 00:00:00')``), with the time only when it is not midnight;
+    strings, ``(year, cycle)`` pairs and decimal years as given."""
+    if isinstance(value, (_dt.date, np.datetime64, pd.Timestamp)):
+        stamp = pd.Timestamp(value)
+        if pd.isna(stamp):
+            return "NaT"
+        return stamp.strftime("%Y-%m-%d") if stamp == stamp.normalize() else stamp.isoformat()
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (np.integer, np.floating)):
+        return repr(value.item())
+    return repr(value)
+
+
 def to_decimal_year(value, axis: TimeAxis, name: str) -> float:
     """Convert a user date (datetime, ``(year, cycle)`` or decimal year) to a decimal year.
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..timeaxis import TIME_TOL, build_time_axis, to_decimal_year
+from ..timeaxis import TIME_TOL, build_time_axis, format_when, to_decimal_year
 from .critval import critical_value
 from .design import build_design
 from .history import HISTORY_METHODS, ROC_LAMBDA_05
@@ -67,12 +67,12 @@ def _as_starts(start, axis) -> tuple[np.ndarray, bool]:
     for value, t in zip(values, starts):
         if t <= first + TIME_TOL:
             raise ValueError(
-                f"start {value!r} (= {t:.6f}) is at or before the first date ({first:.6f}): "
+                f"start {format_when(value)} (= {t:.6f}) is at or before the first date ({first:.6f}): "
                 "there is no history period to fit the model on"
             )
         if t > last + TIME_TOL:
             raise ValueError(
-                f"start {value!r} (= {t:.6f}) is after the last date ({last:.6f}): "
+                f"start {format_when(value)} (= {t:.6f}) is after the last date ({last:.6f}): "
                 "there is nothing to monitor"
             )
     return starts, is_list
@@ -195,7 +195,7 @@ def bfast_monitor(
         method = "fixed"
         history_time = to_decimal_year(history, axis, "history")
         if np.any(history_time >= starts - TIME_TOL):
-            raise ValueError(f"history {history!r} must lie before every monitoring start")
+            raise ValueError(f"history {format_when(history)} must lie before every monitoring start")
     history_begin = 0 if history_time is None else int(np.searchsorted(axis.time, history_time - TIME_TOL))
 
     plan = MonitorPlan(
