@@ -260,7 +260,7 @@ def test_pixel_chunks_are_regular_for_zarr():
     """dask's "auto" can split 600 rows as 294 + 306; results need equal chunks (but a smaller last one)."""
     import dask.array
 
-    from tscube.xr import _is_regular, _pixel_chunks
+    from tscube.xarray_blocks import _is_regular, _pixel_chunks
 
     da = xr.DataArray(dask.array.zeros((92, 600, 800), dtype=np.float32, chunks=(1, 256, 256)),
                       dims=("time", "y", "x"))

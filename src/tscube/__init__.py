@@ -4,12 +4,19 @@ Main entry points: :func:`bfast_monitor` (change detection, equal to R
 ``bfast::bfastmonitor``), :func:`stl` (batched seasonal-trend decomposition),
 :mod:`tscube.cluster` (k-means, Gaussian mixtures), :mod:`tscube.io` (GeoTIFF, NetCDF,
 Zarr) and :mod:`tscube.datasets` (synthetic cubes).
+
+Layers, imports only downward (docs/architecture.md, checked by
+tests/test_architecture.py): 1. foundations (config, engines, timeaxis, parallel,
+datasets); 2. generic machinery that knows no algorithm (xarray_blocks, io, runs,
+figures); 3. one package per algorithm (bfast, stl, cluster) with its NumPy API, engines,
+xarray wrapper and plots; 4. the public faces (this package, tscube.xr, tscube.plot) and
+the command line (cli).
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from .bfast import BfastMonitorResult, BfastStatus, bfast_monitor
-from .plot import plot_pixel
+from .bfast._plot import plot_pixel
 from .stl import StlResult, StlStatus, stl
 
 try:

@@ -170,7 +170,7 @@ def _check_dates(dates: pd.DatetimeIndex, labels: list[str], what: str) -> None:
 
 def _chunked(da, memory, time_dim="time"):
     """Rechunk ``da``: time in one chunk, pixel chunks sized by the ``memory`` budget."""
-    from .xr import _pixel_chunks, chunks_fit, parse_memory
+    from .xarray_blocks import _pixel_chunks, chunks_fit, parse_memory
 
     budget = parse_memory(memory)
     if chunks_fit(da, time_dim, budget, BYTES_PER_VALUE):
@@ -183,7 +183,7 @@ def _block_shape(n_times: int, rows: int, cols: int, memory) -> tuple[int, int]:
     import dask
     from dask.array.core import normalize_chunks
 
-    from .xr import parse_memory
+    from .xarray_blocks import parse_memory
 
     budget = parse_memory(memory)
     if budget is None:

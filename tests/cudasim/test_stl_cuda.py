@@ -199,7 +199,7 @@ def test_cuda_without_gpu_raises_naming_the_cause():
 
 
 _PTX_CHECK = '''
-from tscube.bfast import _cuda_kernels as kern
+from tscube.parallel import _cuda as kern
 from tscube.stl import _cuda
 
 kernel = _cuda._kernel(cuda)

@@ -6,8 +6,9 @@ imports it, after checking that a GPU (or the simulator) is there.
 Kernel boundaries follow paper 001 §III-B: every group of inner operations of the same
 size becomes one kernel, padded to the largest size of the batch.
 
-* ``clean_transpose_kernel``: raw ``(T, P)`` of any dtype to float64 rows ``(P, T)``,
-  missing (NaN, inf, nodata) to NaN; a shared-memory tile transpose (preprocessing).
+* ``clean_transpose_kernel`` (from :mod:`tscube.parallel`): raw ``(T, P)`` of any dtype to
+  float64 rows ``(P, T)``, missing (NaN, inf, nodata) to NaN; a shared-memory tile
+  transpose (preprocessing).
 * ``count_kernel``: thread per pixel; valid and inf counts, and per start the history
   and monitoring counts, first history date and ``max |y_history|`` (ker 8's n̄).
 * ``history_mask_kernel``: ``mask_t[t, p]`` = valid and inside the history window.
@@ -29,10 +30,12 @@ import numba
 import numpy as np
 from numba import cuda
 
-from ..parallel._cuda import (
+from ..parallel._cuda import (  # noqa: F401  (clean_transpose_kernel: used through this module)
     _masked_gram_kernel,
     _threads_per_block,
     block_compact_row,
+    clean_transpose_kernel,
+    is_valid,
     block_min_index,
     block_scan_row,
     block_sum,
@@ -70,16 +73,6 @@ _ROC_FLAG = int(BfastStatus.ROC_NO_CROSSING)
 
 
 @cuda.jit(device=True)
-def is_valid(v, has_nodata, nodata):
-    """A float64 value is an observation: finite and not the nodata value."""
-    if math.isnan(v) or math.isinf(v):
-        return False
-    if has_nodata and v == nodata:
-        return False
-    return True
-
-
-@cuda.jit(device=True)
 def block_max_nan(s):
     """Tree maximum of shared ``s[0:blockDim.x]`` that propagates NaN (like ``np.max``).
 
@@ -112,39 +105,6 @@ def log_plus(x):
 # --------------------------------------------------------------------------------------
 # element-wise and thread-per-pixel kernels
 # --------------------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=None)
-def clean_transpose_kernel(tile: int, rows: int):
-    """Kernel ``(raw, has_nodata, nodata, y_rows)`` on blocks of ``(tile, rows)`` threads.
-
-    ``y_rows[p, t] = raw[t, p]`` as float64, missing -> NaN: a shared-memory tile
-    transpose (coalesced reads of dates x pixels, coalesced writes of pixels x dates; the
-    ``tile + 1`` row pitch avoids bank conflicts).
-    """
-    pitch = tile + 1  # shared-array shapes must be compile-time constants
-
-    @cuda.jit
-    def clean_transpose(raw, has_nodata, nodata, y_rows):
-        buf = cuda.shared.array((tile, pitch), numba.float64)
-        n_dates, n_pixels = raw.shape
-        p0 = cuda.blockIdx.x * tile
-        t0 = cuda.blockIdx.y * tile
-        tx = cuda.threadIdx.x
-        p = p0 + tx
-        for dt in range(cuda.threadIdx.y, tile, rows):
-            t = t0 + dt
-            if t < n_dates and p < n_pixels:
-                v = numba.float64(raw[t, p])
-                buf[dt, tx] = v if is_valid(v, has_nodata, nodata) else math.nan
-        cuda.syncthreads()
-        t = t0 + tx
-        for dp in range(cuda.threadIdx.y, tile, rows):
-            q = p0 + dp
-            if t < n_dates and q < n_pixels:
-                y_rows[q, t] = buf[tx, dp]
-
-    return clean_transpose
 
 
 @cuda.jit

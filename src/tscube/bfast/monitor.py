@@ -159,10 +159,10 @@ def bfast_monitor(
         For caller errors: shapes, dtypes, unsorted/duplicate dates, start outside the
         dates, unsupported ``h``/``end``/``level``/``history``/``engine``.
     """
-    from ..xr import is_xarray
+    from ..xarray_blocks import is_xarray
 
     if is_xarray(data):
-        from ..xr import bfast_monitor_xarray
+        from ._xarray import bfast_monitor_xarray
 
         if start is None:
             raise TypeError("bfast_monitor() missing the monitoring start: call bfast_monitor(da, start=...)")

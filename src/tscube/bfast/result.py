@@ -152,7 +152,7 @@ class BfastMonitorResult:
 
     def plot(self, **kwargs):
         """Break-date and magnitude maps of a 2-D result (:func:`tscube.plot.break_maps`); returns the figure."""
-        from ..plot import break_maps
+        from ._plot import break_maps
 
         return break_maps(self, **kwargs)
 

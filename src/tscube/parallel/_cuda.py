@@ -55,6 +55,8 @@ __all__ = [
     "batched_masked_gram",
     "batched_masked_xty",
     "batched_gauss_jordan",
+    "is_valid",
+    "clean_transpose_kernel",
 ]
 
 #: log2 of the number of shared-memory banks; padding one slot every 32 keeps the
@@ -64,6 +66,54 @@ LOG_NUM_BANKS = 5
 #: Static shared memory one block may use (48 KiB on every CUDA GPU); bounds the order of
 #: the augmented systems of :func:`batched_gauss_jordan` (k = 56 for an inverse).
 GAUSS_JORDAN_MAX_SHARED_BYTES = 48 * 1024 - 64
+
+
+# --------------------------------------------------------------------------------------
+# missing values and layout
+# --------------------------------------------------------------------------------------
+
+
+@cuda.jit(device=True)
+def is_valid(v, has_nodata, nodata):
+    """A float64 value is an observation: finite and not the nodata value."""
+    if math.isnan(v) or math.isinf(v):
+        return False
+    if has_nodata and v == nodata:
+        return False
+    return True
+
+
+@lru_cache(maxsize=None)
+def clean_transpose_kernel(tile: int, rows: int):
+    """Kernel ``(raw, has_nodata, nodata, y_rows)`` on blocks of ``(tile, rows)`` threads.
+
+    ``y_rows[p, t] = raw[t, p]`` as float64, missing -> NaN: a shared-memory tile
+    transpose (coalesced reads of dates x pixels, coalesced writes of pixels x dates; the
+    ``tile + 1`` row pitch avoids bank conflicts).
+    """
+    pitch = tile + 1  # shared-array shapes must be compile-time constants
+
+    @cuda.jit
+    def clean_transpose(raw, has_nodata, nodata, y_rows):
+        buf = cuda.shared.array((tile, pitch), numba.float64)
+        n_dates, n_pixels = raw.shape
+        p0 = cuda.blockIdx.x * tile
+        t0 = cuda.blockIdx.y * tile
+        tx = cuda.threadIdx.x
+        p = p0 + tx
+        for dt in range(cuda.threadIdx.y, tile, rows):
+            t = t0 + dt
+            if t < n_dates and p < n_pixels:
+                v = numba.float64(raw[t, p])
+                buf[dt, tx] = v if is_valid(v, has_nodata, nodata) else math.nan
+        cuda.syncthreads()
+        t = t0 + tx
+        for dp in range(cuda.threadIdx.y, tile, rows):
+            q = p0 + dp
+            if t < n_dates and q < n_pixels:
+                y_rows[q, t] = buf[tx, dp]
+
+    return clean_transpose
 
 
 # --------------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ class StlResult:
     def plot(self, **kwargs):
         """Trend-slope and seasonal-amplitude maps of a 2-D result
         (:func:`tscube.plot.stl_maps`); returns the figure."""
-        from ..plot import stl_maps
+        from ._plot import stl_maps
 
         return stl_maps(self, **kwargs)
 
@@ -197,10 +197,10 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
     returns an ``xarray.Dataset`` (``dates`` from its coordinate; ``client=``,
     ``memory=``, ``time_dim=`` and ``components=`` as in :func:`tscube.xr.stl_xarray`).
     """
-    from ..xr import is_xarray
+    from ..xarray_blocks import is_xarray
 
     if is_xarray(data):
-        from ..xr import stl_xarray
+        from ._xarray import stl_xarray
 
         return stl_xarray(data, period, seasonal=seasonal, trend=trend, low_pass=low_pass,
                           seasonal_deg=seasonal_deg, trend_deg=trend_deg, low_pass_deg=low_pass_deg,

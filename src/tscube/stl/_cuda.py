@@ -11,8 +11,8 @@ Layout: a chunk of ``m`` series is stored time-major, ``(T, m)``, and so is ever
 per-series work array (``(rows, m)`` in global memory). Thread ``s`` gets the strided
 columns ``array[:, s]``, so at a given time index the threads of a warp touch
 consecutive addresses (coalesced while they run in step). The series cross the bus as
-rows ``(m, T)`` in their own dtype (float32 stays float32) and BFAST's shared-memory
-tile transpose (:func:`tscube.bfast._cuda_kernels.clean_transpose_kernel`) turns them
+rows ``(m, T)`` in their own dtype (float32 stays float32) and the shared-memory
+tile transpose (:func:`tscube.parallel._cuda.clean_transpose_kernel`) turns them
 into float64 columns; the outputs are transposed back to rows on the device, so every
 host copy is contiguous.
 
@@ -192,7 +192,7 @@ def decompose(data, prm: StlParams, timings: dict | None = None):
 
 
 def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
-    from ..bfast import _cuda_kernels as bfast_kernels  # imports numba.cuda
+    from ..parallel._cuda import clean_transpose_kernel  # imports numba.cuda
 
     n_series, n = data.shape
     codes = _codes(n, prm)
@@ -203,12 +203,12 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
     int_rows, float_rows = _work_rows(n, prm.period)
     assert float_rows >= 3 * n  # the transposed outputs reuse the float work array
     tpb = max(1, min(int(config.CUDA_THREADS_PER_BLOCK), MAX_BLOCK))
-    # BFAST's shared-memory tile transpose (32 x 32 tiles, 32 x 8 threads for 256 threads
+    # tscube.parallel's shared-memory tile transpose (32 x 32 tiles, 32 x 8 threads for 256 threads
     # per block): (rows, cols) -> (cols, rows) as float64, non-finite -> NaN; so the host
     # copies stay contiguous and float32 data crosses the bus as float32
     tile = min(32, tpb)
     block_t = (tile, max(1, min(tile, tpb // tile)))
-    transpose = bfast_kernels.clean_transpose_kernel(*block_t)
+    transpose = clean_transpose_kernel(*block_t)
     d_codes = cuda.to_device(codes)
     d_tables = cuda.to_device(_tables(codes))  # once per call, read by every thread
     buffers = _KEPT.get(key, chunk, 2 if n_series > chunk else 1,

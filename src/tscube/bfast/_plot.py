@@ -1,0 +1,204 @@
+"""Quick looks of BFAST Monitor: break-date and magnitude maps, and one pixel's series,
+fit and MOSUM process (on the primitives of :mod:`tscube.figures`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..figures import (FLAGGED_GREY, NO_BREAK_GREY, _figure, _grey_layer, _grey_legend, _label_axes, _map,
+                       _pixel_series, _pyplot, _status_map, _symmetric_limit, _year_colours)
+
+def break_maps(result, *, title: str = "BFAST Monitor", start_index: int = 0, figsize=(11, 4.5)):
+    """Break-date map and magnitude map of a BFAST Monitor result over a 2-D pixel grid.
+
+    Parameters
+    ----------
+    result : BfastMonitorResult or xarray.Dataset
+        In memory, or read back from a result file (:func:`read_result`).
+    title : str
+        Prefix of the panel titles.
+    start_index : int
+        Which start of a multi-start result to map.
+    figsize : (float, float)
+        Figure size in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two axes: the year of the first break (one discrete colour per year; light grey:
+        no break, dark grey: status not OK) and the magnitude (median monitoring
+        residual; diverging colours centred on 0, dark grey: status not OK). Each has a
+        colour bar and a title.
+    """
+    from matplotlib.colors import BoundaryNorm
+
+    plt = _pyplot()
+    status = _status_map(result, start_index)
+    break_time = _map(result, "break_time", start_index).astype(np.float64)
+    magnitude = _map(result, "magnitude", start_index).astype(np.float64)
+    ok = (status == 0) | (status == 6)
+    has_break = ok & np.isfinite(break_time)
+
+    fig, (ax_time, ax_mag) = _figure(2, figsize)
+    _grey_layer(ax_time, ~ok, ok & ~has_break)
+    if has_break.any():
+        years = np.floor(break_time[has_break] + 1e-9).astype(int)
+        first, last = int(years.min()), int(years.max())
+        n_years = last - first + 1
+        cmap = _year_colours(n_years)
+        norm = BoundaryNorm(np.arange(first, last + 2), cmap.N)
+        image = ax_time.imshow(np.ma.masked_where(~has_break, np.floor(break_time + 1e-9)), cmap=cmap, norm=norm,
+                               interpolation="nearest", zorder=1)
+        colorbar = fig.colorbar(image, ax=ax_time, shrink=0.85)
+        step = max(1, int(np.ceil(n_years / 12)))
+        colorbar.set_ticks(np.arange(first, last + 1, step) + 0.5)
+        colorbar.set_ticklabels([str(y) for y in range(first, last + 1, step)])
+        colorbar.set_label("year of the first break")
+    else:
+        empty = plt.cm.ScalarMappable(cmap=_year_colours(1))
+        fig.colorbar(empty, ax=ax_time, shrink=0.85, label="year of the first break (none found)")
+    n_break = int(has_break.sum())
+    ax_time.set_title(f"{title}: year of first break ({n_break:,} pixels)")
+    _grey_legend(ax_time, [("no break", NO_BREAK_GREY), ("missing / flagged", FLAGGED_GREY)])
+
+    _grey_layer(ax_mag, ~ok | ~np.isfinite(magnitude))
+    shown = np.where(ok, magnitude, np.nan)
+    limit = _symmetric_limit(shown)
+    image = ax_mag.imshow(np.ma.masked_invalid(shown), cmap="RdBu", vmin=-limit, vmax=limit,
+                          interpolation="nearest", zorder=1)
+    fig.colorbar(image, ax=ax_mag, shrink=0.85, extend="both",
+                 label="magnitude (median monitoring residual, data units)")
+    ax_mag.set_title(f"{title}: magnitude")
+    _grey_legend(ax_mag, [("missing / flagged", FLAGGED_GREY)])
+    for ax in (ax_time, ax_mag):
+        _label_axes(ax)
+    return fig
+
+def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "auto", engine: str = "reference",
+               title: str | None = None, figsize=(10, 6.5), **kwargs):
+    """BFAST Monitor of one pixel, plotted like R's ``plot.bfastmonitor`` plus its MOSUM process.
+
+    Parameters
+    ----------
+    data : array_like or xarray.DataArray
+        ``(T,)`` series, ``(T, rows, cols)`` cube, or a DataArray with a ``time``
+        dimension (dates from its coordinate).
+    dates : array_like, optional
+        Dates of the time axis (required for NumPy data).
+    start : date, decimal year or (year, cycle)
+        Start of monitoring.
+    x, y : number
+        The pixel: column and row indices, or map coordinates (see ``coords``).
+    coords : {"auto", "pixel", "map"}
+        How to read ``x``/``y`` (see :func:`locate_pixel`).
+    engine : str
+        Engine of :func:`tscube.bfast_monitor` (one pixel: "reference" is fastest to start).
+    **kwargs
+        Other arguments of :func:`tscube.bfast_monitor` (``freq``, ``order``, ``trend``,
+        ``h``, ``level``, ``end``, ``history``, ``nodata``), with its defaults.
+    title : str, optional
+        Figure title (default: pixel, status, break date, magnitude).
+    figsize : (float, float)
+        Figure size in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Top axes: observations of the unused history (light grey), the stable history
+        (green) and the monitoring period (black); missing dates as grey ticks at the
+        bottom; the season-trend model fitted on the stable history (blue; dashed where
+        it predicts the monitoring period); the start of monitoring (black dashed) and
+        the detected break (red dashed). Bottom axes: the MOSUM process and its
+        +-boundary. Lines carry gids ``"fit"``, ``"start"``, ``"break"``, ``"process"``,
+        ``"boundary"``; the BFAST Monitor result is ``fig.tscube_result``.
+    """
+    from matplotlib.transforms import blended_transform_factory
+
+    from ..timeaxis import TIME_TOL, build_time_axis
+    from .design import build_design
+    from .monitor import bfast_monitor
+    from .result import BfastStatus
+
+    if start is None:
+        raise TypeError("plot_pixel() needs the monitoring start: plot_pixel(data, dates, start, x=..., y=...)")
+    series, dates, label = _pixel_series(data, dates, x, y, coords)
+    if "return_process" in kwargs:
+        raise TypeError("plot_pixel() computes the MOSUM process itself: do not pass return_process")
+    result = bfast_monitor(series[:, None], dates, start, return_process=True, engine=engine, **kwargs)
+    nodata = kwargs.get("nodata")
+    axis = build_time_axis(dates, kwargs.get("freq"))
+    t = axis.time
+    values = series.astype(np.float64)
+    valid = np.isfinite(values) if nodata is None else np.isfinite(values) & (values != nodata)
+    begin = int(np.searchsorted(t, float(result.attrs["start"]) - TIME_TOL))
+    status = BfastStatus(int(result.status[0]))
+    history_start = float(result.history_start[0])
+    in_history = valid & (np.arange(t.size) < begin)
+    stable = in_history & (t >= history_start - TIME_TOL) if np.isfinite(history_start) else np.zeros_like(valid)
+    monitoring = valid & (np.arange(t.size) >= begin)
+
+    fig, (ax, ax_mosum) = _figure(1, figsize, rows=2, sharex=True, gridspec_kw={"height_ratios": [2.2, 1]})
+    fig.tscube_result = result
+    ax.plot(t[valid], values[valid], color="0.75", lw=0.8, zorder=1)
+    unused = in_history & ~stable
+    ax.plot(t[unused], values[unused], "o", ms=3.5, color="0.65",
+            label="history (not used)" if unused.any() else None, zorder=2)
+    ax.plot(t[stable], values[stable], "o", ms=3.5, color="#1b7837", label="stable history", zorder=2)
+    ax.plot(t[monitoring], values[monitoring], "o", ms=3.5, color="black", label="monitoring", zorder=2)
+    missing = ~valid
+    if missing.any():
+        ax.plot(t[missing], np.full(int(missing.sum()), 0.03), "|", ms=9, color="0.55",
+                transform=blended_transform_factory(ax.transData, ax.transAxes),
+                label=f"missing ({int(missing.sum())})", zorder=2)
+
+    if status in (BfastStatus.OK, BfastStatus.ROC_NO_CROSSING, BfastStatus.PERFECT_FIT):
+        design = build_design(axis, int(result.attrs["order"]), bool(result.attrs["trend"]))
+        X = design.matrix
+        beta = np.linalg.lstsq(X[stable], values[stable], rcond=None)[0]
+        first = int(np.flatnonzero(stable)[0])
+        fitted = X @ beta
+        (fit_line,) = ax.plot(t[first:begin], fitted[first:begin], color="#2166ac", lw=1.8,
+                              label="season-trend fit", zorder=3)
+        fit_line.set_gid("fit")
+        ax.plot(t[max(begin - 1, first):], fitted[max(begin - 1, first):], color="#2166ac", lw=1.5, ls="--",
+                label="prediction", zorder=3)
+
+    start_time = float(result.attrs["start"])
+    break_time = float(result.break_time[0])
+    for axes in (ax, ax_mosum):
+        (line,) = axes.plot([start_time, start_time], [0, 1], color="black", ls="--", lw=1.2,
+                            transform=blended_transform_factory(axes.transData, axes.transAxes),
+                            label="start of monitoring" if axes is ax else None)
+        line.set_gid("start")
+        if np.isfinite(break_time):
+            (line,) = axes.plot([break_time, break_time], [0, 1], color="#d7301f", ls="--", lw=1.8,
+                                transform=blended_transform_factory(axes.transData, axes.transAxes),
+                                label=f"break ({break_time:.3f})" if axes is ax else None)
+            line.set_gid("break")
+    ax.set_ylabel("value")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+
+    process = result.process[:, 0]
+    boundary = result.boundary[:, 0]
+    shown = np.isfinite(process)
+    if shown.any():
+        (line,) = ax_mosum.plot(t[shown], process[shown], "-o", ms=2.5, color="black", lw=1, label="MOSUM process")
+        line.set_gid("process")
+        (line,) = ax_mosum.plot(t[shown], boundary[shown], color="#d7301f", lw=1.2, label="boundary")
+        line.set_gid("boundary")
+        ax_mosum.plot(t[shown], -boundary[shown], color="#d7301f", lw=1.2)
+        ax_mosum.axhline(0, color="0.6", lw=0.8)
+    else:
+        ax_mosum.text(0.5, 0.5, f"no MOSUM process (status {status.name})", ha="center", va="center",
+                      transform=ax_mosum.transAxes, color="0.4")
+    ax_mosum.set_ylabel("OLS-MOSUM")
+    ax_mosum.set_xlabel("time (decimal year)")
+    ax_mosum.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
+    if title is None:
+        title = f"BFAST Monitor, pixel {label}: status {status.name}"
+        if np.isfinite(break_time):
+            title += f", break at {break_time:.3f}"
+        if np.isfinite(result.magnitude[0]):
+            title += f", magnitude {float(result.magnitude[0]):.4g}"
+    fig.suptitle(title)
+    return fig

@@ -1,0 +1,116 @@
+"""BFAST Monitor over an xarray.DataArray, lazily with dask (on :mod:`tscube.xarray_blocks`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..xarray_blocks import (OutputSpec, _datetime_like, apply_time_series, largest_chunk_values,
+                             partial_block, serialisable_attrs, time_coordinate)
+
+#: CF-style attributes of the BFAST Monitor output variables.
+_BFAST_VARIABLE_ATTRS = {
+    "break_time": dict(long_name="time of the first break", units="decimal year"),
+    "break_index": dict(long_name="index of the first break on the time axis (-1: no break)"),
+    "magnitude": dict(long_name="median residual of the monitoring period"),
+    "mosum_mean": dict(long_name="mean of the OLS-MOSUM process over the monitoring period"),
+    "statistic": dict(long_name="max |MOSUM| over the monitoring period"),
+    "sigma": dict(long_name="residual standard error of the history fit"),
+    "history_start": dict(long_name="start of the stable history", units="decimal year"),
+    "n_valid": dict(long_name="valid observations"),
+    "n_history": dict(long_name="valid observations in the stable history"),
+    "n_monitor": dict(long_name="valid observations in the monitoring period"),
+    "n_inf": dict(long_name="infinite values (treated as missing)"),
+    "process": dict(long_name="OLS-MOSUM process"),
+    "boundary": dict(long_name="OLS-MOSUM boundary"),
+}
+
+def _bfast_block(series, *, dates, start, kwargs):
+    from .monitor import bfast_monitor
+
+    return bfast_monitor(series, dates, start, **kwargs).to_dict()
+
+def bfast_monitor_xarray(da, start, *, dates=None, time_dim: str = "time", client=None, memory=None, **kwargs):
+    """:func:`tscube.bfast_monitor` over an :class:`xarray.DataArray`, lazily with dask.
+
+    Parameters
+    ----------
+    da : xarray.DataArray
+        Time series cube with a ``time_dim`` dimension; dates come from its coordinate
+        (datetimes, or decimal years with ``freq``). Other dims are pixels.
+    start : date, decimal year, (year, cycle) or a list of those
+        As in :func:`tscube.bfast_monitor`; a list adds a ``start`` dimension.
+    dates : array_like, optional
+        Dates replacing the time coordinate (e.g. for a GeoTIFF whose bands are not dated).
+    time_dim : str
+        Name of the time dimension.
+    client : dask.distributed.Client, optional
+        Compute on this cluster (the result is returned computed).
+    memory : int or str, optional
+        Bytes one chunk may use while processed, e.g. ``"1GB"``.
+    **kwargs
+        Other arguments of :func:`tscube.bfast_monitor` (``order``, ``h``, ``level``,
+        ``history``, ``freq``, ``nodata``, ``return_process``, ``engine``, ...).
+
+    Returns
+    -------
+    xarray.Dataset
+        One variable per output (``break_time``, ``break_index``, ``status``,
+        ``magnitude``, ...) over the pixel dims (plus ``start`` for a list of starts);
+        ``process``/``boundary`` over ``time`` too with ``return_process=True``. Pixel
+        coordinates, CRS and transform are kept; ``attrs`` hold the parameters.
+    """
+    from .monitor import bfast_monitor
+    from .result import OUTPUT_DTYPES, BfastStatus
+
+    if dates is not None:
+        if time_dim not in da.dims:
+            raise ValueError(f"data has no {time_dim!r} dimension (dims: {', '.join(map(str, da.dims))})")
+        if len(dates) != da.sizes[time_dim]:
+            raise ValueError(f"dates has {len(dates)} entries but data has {da.sizes[time_dim]} along {time_dim!r}")
+        da = da.assign_coords({time_dim: pd.DatetimeIndex(pd.to_datetime(dates)) if _datetime_like(dates) else np.asarray(dates, dtype=float)})
+    axis_dates = time_coordinate(da, time_dim)
+    if isinstance(axis_dates, pd.DatetimeIndex):
+        axis_dates = axis_dates.to_numpy()
+    kwargs = dict(kwargs)
+    engine = kwargs.pop("engine", "auto")
+
+    # Validate every parameter now (not inside a dask task), and learn the attrs, on
+    # one all-missing pixel: cheap whatever the engine.
+    probe = bfast_monitor(np.full((len(axis_dates), 1), np.nan), axis_dates, start, engine="reference", **kwargs)
+    attrs = dict(probe.attrs)
+    if engine == "auto":
+        from ..engines import auto_engine
+
+        attrs["engine"] = auto_engine(largest_chunk_values(da, time_dim))
+    else:
+        from .monitor import ENGINES
+
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of 'auto', {', '.join(map(repr, ENGINES))}; got {engine!r}")
+        attrs["engine"] = engine
+    many = isinstance(start, (list, np.ndarray, pd.Index))
+    lead = ("start",) if many else ()
+    specs = [OutputSpec(name, dtype, lead) for name, dtype in OUTPUT_DTYPES.items()]
+    if kwargs.get("return_process"):
+        specs += [OutputSpec(name, np.float64, lead + (time_dim,)) for name in ("process", "boundary")]
+    sizes = {"start": len(attrs["start"])} if many else {}
+    coords = {"start": np.asarray(attrs["start"], dtype=float)} if many else None
+
+    ds = apply_time_series(
+        da, partial_block(_bfast_block, dates=axis_dates, start=start, kwargs=dict(kwargs, engine=engine)),
+        specs, time_dim=time_dim, sizes=sizes, coords=coords, memory=memory,
+        bytes_per_value=64.0 if kwargs.get("return_process") else 40.0, client=client,
+        serialize=attrs["engine"] in ("cpu", "cuda"),
+    )
+    for name, variable_attrs in _BFAST_VARIABLE_ATTRS.items():
+        if name in ds:
+            ds[name].attrs.update(variable_attrs)
+    ds["status"].attrs.update(
+        long_name="pixel status (tscube.BfastStatus)",
+        flag_values=[int(s) for s in BfastStatus],
+        flag_meanings=" ".join(s.name for s in BfastStatus),
+    )
+    attrs["start_input"] = [str(s) for s in start] if many else str(start)
+    ds.attrs.update(serialisable_attrs(dict(tscube_function="bfast_monitor", **attrs)))
+    return ds
