@@ -27,7 +27,9 @@ In one run it
 
 Every measurement is printed as one JSON line (and appended to ``DIR/gpu_check.jsonl``);
 Markdown tables follow at the end (also in ``DIR/gpu_check.md``). Times are medians of
-``--repeat`` warm runs after one untimed warm-up (compilation excluded).
+``--repeat`` warm runs after one untimed warm-up (compilation excluded), except the
+slow STL ones: the cpu engine and each engine alone are timed once after compiling, the
+cuda call ``--repeat - 2`` times; "new buffers" columns are single runs.
 """
 
 from __future__ import annotations

@@ -19,6 +19,30 @@ def test_numpy_that_numba_cuda_cannot_compile_with_is_named(monkeypatch):
         _cuda_host._check_numpy_support()
 
 
+class _Context:
+    def get_memory_info(self):
+        return 1000, 4000  # free, total
+
+
+class _Cuda:
+    def current_context(self):
+        return _Context()
+
+
+def test_chunks_count_the_buffers_a_run_would_reuse_as_free(monkeypatch):
+    monkeypatch.setattr(config, "CUDA_MEMORY_FRACTION", 0.5)
+    assert _cuda_host.chunk_items(_Cuda(), 10_000, 10) == 25  # 0.5 * 1000 / (2 * 10)
+    assert _cuda_host.chunk_items(_Cuda(), 10_000, 10, held_bytes=1000) == 50
+
+
+def test_one_engine_keeps_buffers_at_a_time():
+    bfast_like, stl_like = _cuda_host.KeptBuffers(), _cuda_host.KeptBuffers()
+    bfast_like.get("a", 10, 2, _Set)
+    stl_like.get("b", 5, 1, _Set)
+    assert bfast_like.sets == [] and len(stl_like.sets) == 1
+    _cuda_host.release_buffers()
+
+
 def test_chunks_fit_two_buffer_sets_in_the_budget(monkeypatch):
     monkeypatch.setattr(config, "CUDA_CHUNK_BYTES", 2 * 10 * 100 + 99)
     assert _cuda_host.chunk_items(None, 1000, 100) == 10
@@ -29,10 +53,19 @@ def test_chunks_fit_two_buffer_sets_in_the_budget(monkeypatch):
     assert _cuda_host.chunk_items(None, 1000, 100) == 1  # never zero
 
 
+class _Stream:
+    def __init__(self):
+        self.synchronized = 0
+
+    def synchronize(self):
+        self.synchronized += 1
+
+
 class _Set:
     def __init__(self, chunk):
         self.chunk = chunk
         self.pending = "stale"
+        self.stream = _Stream()
 
 
 def test_kept_buffers_are_reused_only_when_they_fit(monkeypatch):
@@ -40,6 +73,8 @@ def test_kept_buffers_are_reused_only_when_they_fit(monkeypatch):
     first = kept.get("a", 10, 2, _Set)
     assert [b.chunk for b in first] == [10, 10] and all(b.pending is None for b in first)
     assert kept.get("a", 8, 1, _Set)[0] is first[0]  # smaller fits
+    assert first[0].stream.synchronized == 1  # copies of a failed run are waited for
+    assert kept.held_items() == 20
     assert kept.get("a", 12, 2, _Set)[0] is not first[0]  # larger does not
     again = kept.get("a", 12, 2, _Set)
     kept.drop_unless("a")

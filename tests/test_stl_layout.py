@@ -10,7 +10,8 @@ from tscube.stl._layout import finish, series_rows
 
 
 @pytest.mark.parametrize("dtype, nodata", [(np.float32, None), (np.float32, 0.1), (np.int16, -3000),
-                                           (np.float64, np.inf), (np.uint8, 3.5)])
+                                           (np.float64, np.inf), (np.uint8, 3.5), (np.float16, 0.1),
+                                           (np.longdouble, 7.0)])
 def test_series_rows_transposes_and_marks_missing(dtype, nodata):
     rng = np.random.default_rng(0)
     values = (rng.uniform(0, 200, (37, 131))).astype(dtype)

@@ -69,14 +69,15 @@ def _check_numpy_support() -> None:
         ) from exc
 
 
-def chunk_items(cuda, n_items: int, bytes_per_item: int) -> int:
+def chunk_items(cuda, n_items: int, bytes_per_item: int, held_bytes: int = 0) -> int:
     """Items (pixels, series) per chunk: two buffer sets of that many items must fit
     ``config.CUDA_CHUNK_BYTES``, or ``config.CUDA_MEMORY_FRACTION`` of the free device
-    memory; at most ``config.CUDA_CHUNK_PIXELS_MAX`` (bounds the pinned host memory)."""
+    memory plus ``held_bytes`` (buffers the caller keeps and would reuse); at most
+    ``config.CUDA_CHUNK_PIXELS_MAX`` (bounds the pinned host memory)."""
     budget = config.CUDA_CHUNK_BYTES
     if budget is None:
         free, _total = cuda.current_context().get_memory_info()
-        budget = config.CUDA_MEMORY_FRACTION * min(float(free), 2.0**62)
+        budget = config.CUDA_MEMORY_FRACTION * min(float(free) + held_bytes, 2.0**62)
     items = int(budget) // (2 * bytes_per_item)
     return max(1, min(n_items, items, int(config.CUDA_CHUNK_PIXELS_MAX)))
 
@@ -110,6 +111,11 @@ class KeptBuffers:
         if self.key != key or not config.CUDA_KEEP_BUFFERS:
             self.key, self.sets = None, []
 
+    def held_items(self) -> int:
+        """Items the kept sets hold together (their device memory counts as free for
+        sizing the chunks of a run that reuses them: :func:`chunk_items`)."""
+        return sum(buf.chunk for buf in self.sets)
+
     def get(self, key, chunk: int, count: int, make):
         """``count`` buffer sets of at least ``chunk`` items: the kept ones if they fit,
         else new ones from ``make(chunk)`` (kept for the next call)."""
@@ -117,8 +123,11 @@ class KeptBuffers:
                 and all(buf.chunk >= chunk for buf in self.sets[:count]))
         if fits:
             sets = self.sets[:count]
+            for buf in sets:  # a run that raised may have left copies in flight
+                buf.stream.synchronize()
         else:
-            self.key, self.sets = None, []  # free the old ones before allocating
+            for kept in KeptBuffers.instances:  # one engine's buffers at a time
+                kept.key, kept.sets = None, []
             sets = [make(chunk) for _ in range(count)]
             if config.CUDA_KEEP_BUFFERS:
                 self.key, self.sets = key, sets

@@ -34,7 +34,7 @@ _DEFAULTS = dict(
     CUDA_CHUNK_PIXELS_MAX=131_072,
     # keep the cuda engine's device and pinned host buffers between calls (reused by the
     # next call of the same shape: allocating them costs more than the kernels on cubes
-    # of ~10^5 pixels); tscube._cuda_host.release_buffers() frees them.
+    # of ~10^5 pixels); tscube.engines.release_cuda_buffers() frees them.
     CUDA_KEEP_BUFFERS=True,
     # clustering (tscube.cluster): samples per block of the cpu kernels (each block
     # keeps its own partial sums, so results do not depend on the thread count), and

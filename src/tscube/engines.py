@@ -19,9 +19,22 @@ def cuda_available() -> bool:
     try:
         from numba import cuda
 
-        return bool(cuda.is_available())
+        if not cuda.is_available():
+            return False
+        from ._cuda_host import _check_numpy_support
+
+        _check_numpy_support()  # a GPU numba-cuda cannot compile for does not count
+        return True
     except Exception:  # pragma: no cover - broken driver/toolkit installs
         return False
+
+
+def release_cuda_buffers() -> None:
+    """Free the device and pinned host memory the cuda engines keep between calls
+    (``config.CUDA_KEEP_BUFFERS``), e.g. before handing the GPU to another library."""
+    from ._cuda_host import release_buffers
+
+    release_buffers()
 
 
 def auto_engine(n_values: int) -> str:

@@ -1,22 +1,12 @@
-"""xarray and dask front end: run tscube's per-pixel algorithms over labelled cubes.
+"""The xarray and dask API of tscube in one place (a facade of layer 4).
 
-Every algorithm of tscube works on NumPy arrays shaped ``(T, pixels...)``. This module
-maps them over an :class:`xarray.DataArray` with a ``time`` dimension (dates from its
-coordinate, every other dimension is pixels) with :func:`xarray.apply_ufunc`:
-
-* NumPy-backed input runs at once; dask-backed input stays lazy and runs per chunk
-  (``dask="parallelized"``). The time axis must be one chunk: it is rechunked, with a
-  ``UserWarning``, when it is not.
-* ``memory`` bounds the bytes one chunk may use while it is processed (input, working
-  copy and outputs), which sets the number of pixels per chunk.
-* ``client`` (a ``dask.distributed.Client``) computes the result on that cluster. The
-  library never starts a cluster itself; the ``tscube`` CLI does for ``--workers``.
-* Results are :class:`xarray.Dataset` objects: one variable per output, the input's
-  pixel dimensions and coordinates, parameters in ``attrs`` (netCDF-serialisable) and
-  the CRS/transform of rioxarray kept.
-
-xarray is an optional dependency (``pip install tscube[geo]``): it is imported inside
-the functions, so ``is_xarray`` is cheap to call from the NumPy entry points.
+:func:`bfast_monitor_xarray` and :func:`stl_xarray` run the algorithms over an
+:class:`xarray.DataArray` with a ``time`` dimension, lazily per dask chunk (``memory``
+bounds a chunk's bytes, ``client`` computes on a dask cluster) and return
+:class:`xarray.Dataset` results with the input's coordinates and CRS. They live with
+their algorithms (``tscube.bfast._xarray``, ``tscube.stl._xarray``) and are built on
+:mod:`tscube.xarray_blocks` (:func:`apply_time_series`, :class:`OutputSpec`, ...), which
+any other per-pixel function can use too. See ``docs/io.md``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import pytest
 from cuda_checks import assert_no_gpu_error, check_ptx, run_without_simulator
 
 from tscube import config
-from tscube._cuda_host import chunk_items
+from tscube._cuda_host import chunk_items, release_buffers
 from tscube.stl import StlStatus, stl
 from tscube.stl import _cpu
 from tscube.stl._params import resolve_params
@@ -176,8 +176,36 @@ def test_cuda_keeps_pixel_shapes_and_empty_batches():
 
 
 @pytest.mark.skipif(REAL_GPU, reason="auto picks cuda on a GPU for large batches only")
-def test_auto_engine_is_cpu_on_the_simulator():
-    assert stl(make_cube(61, 6, seed=5), 6).engine == "cpu"
+def test_auto_engine_picks_cuda_for_large_batches_on_a_gpu(monkeypatch):
+    from tscube import engines
+
+    cube = make_cube(61, 6, seed=5)
+    assert stl(cube, 6).engine == "cpu"  # the simulator is no GPU
+    monkeypatch.setattr(engines, "cuda_available", lambda: True)
+    monkeypatch.setattr(config, "CUDA_AUTO_MIN_WORK", cube.size + 1)
+    assert stl(cube, 6).engine == "cpu"  # too small
+    monkeypatch.setattr(config, "CUDA_AUTO_MIN_WORK", cube.size)
+    got = stl(cube, 6)
+    assert got.engine == "cuda"
+    assert_same(got, stl(cube, 6, engine="cpu"))
+
+
+def test_cuda_buffers_are_kept_for_the_next_call_and_timed():
+    cube = make_cube(61, 6, seed=6)
+    release_buffers()
+    first = stl(cube, 6, engine="cuda", seasonal=9)
+    kept = list(_cuda._KEPT.sets)
+    assert len(kept) == 1
+    again = stl(cube, 6, engine="cuda", seasonal=7, robust=True)  # other windows: same buffers
+    assert _cuda._KEPT.sets[0] is kept[0]
+    assert_same(again, stl(cube, 6, engine="cpu", seasonal=7, robust=True))
+    assert_same(first, stl(cube, 6, engine="cpu", seasonal=9))
+    stl(cube, 5, engine="cuda")  # another period: other work rows
+    assert _cuda._KEPT.sets[0] is not kept[0]
+    timings = {"stale": 1.0}
+    rows = np.ascontiguousarray(cube.T)
+    _cuda.decompose(rows, first.params, timings=timings)
+    assert set(timings) == {"h2d", "kernels", "d2h"}
 
 
 @pytest.mark.skipif(REAL_GPU, reason="checks the error raised where there is no GPU")

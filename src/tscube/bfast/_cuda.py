@@ -120,7 +120,9 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     timings : dict, optional
         Filled with milliseconds, for benchmarks: ``selection`` (cpu ROC/BP selection,
         wall clock), and by CUDA events summed over chunks ``h2d`` (input copies),
-        ``kernels`` (all kernels; ``kernel_<name>`` each) and ``d2h`` (output copies).
+        ``kernels`` (all kernels; ``kernel_<name>`` each) and ``d2h`` (output copies);
+        with several chunks on two streams an interval can include waiting for the other
+        stream (an upper bound).
 
     Raises
     ------
@@ -134,6 +136,7 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     n_dates, n_pixels = values.shape
     n_starts = plan.n_starts
     if timings is not None:
+        timings.clear()
         timings.update(selection=0.0, h2d=0.0, kernels=0.0, d2h=0.0)
     if history_begin is None and plan.history not in ("all", "fixed"):
         # the sequential per-pixel tests run on the cpu; the monitoring on the GPU
@@ -173,7 +176,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
     per_pixel = _bytes_per_pixel(n_dates, k, n_starts, raw_dtype.itemsize, plan.return_process)
     key = (n_dates, k, n_starts, raw_dtype, plan.return_process)
     _KEPT.drop_unless(key)  # before sizing the chunks by the free memory
-    chunk = chunk_items(cuda, n_pixels, per_pixel)
+    chunk = chunk_items(cuda, n_pixels, per_pixel, per_pixel * _KEPT.held_items())
 
     tpb = kern.threads_per_block()
     tpb_pixel = min(tpb, kern.MAX_PIXEL_BLOCK, _next_power_of_two(max(1, (n_dates + 1) // 2)))

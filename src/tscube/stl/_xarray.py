@@ -81,7 +81,7 @@ def stl_xarray(da, period, *, time_dim: str = "time", components: bool = True, c
     ds = apply_time_series(
         da, partial_block(_stl_block, period=period, kwargs=kwargs, components=components), specs,
         time_dim=time_dim, memory=memory, bytes_per_value=80.0 if components else 48.0, client=client,
-        serialize=resolved == "cpu",
+        serialize=True,  # numba-parallel layout copies for every engine; cuda has one device
     )
     for name, variable_attrs in _STL_VARIABLE_ATTRS.items():
         if name in ds:
