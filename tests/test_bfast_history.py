@@ -109,3 +109,24 @@ def test_cpu_roc_matches_reference_at_a_near_tie():
     assert int(reference.n_history.ravel()[0]) == 49
     np.testing.assert_array_equal(cpu.n_history, reference.n_history)
     np.testing.assert_array_equal(cpu.history_start, reference.history_start)
+
+
+def test_bp_that_cannot_run_is_flagged_and_keeps_the_full_history():
+    """Fewer than 2 x 6k = 96 valid history observations: R stops; tscube keeps every
+    candidate, monitors, and says so with BP_TOO_SHORT, in every cpu engine alike."""
+    cube, data = _cube_with_history_break(seed=7, nan_fraction=0.0, with_break=False)
+    data[:80, 0, :2] = np.nan  # 70 history observations left in two pixels
+    data[:40, 1, 0] = np.nan  # 110 left: BP runs
+    kwargs = dict(data=data, dates=cube.dates, start=cube.start, freq=23)
+    got = {engine: bfast_monitor(**kwargs, history="BP", engine=engine) for engine in ("reference", "cpu")}
+    assert_same_result(got["cpu"], got["reference"], rtol=1e-6)
+    bp = got["cpu"]
+    expected = np.full((3, 4), BfastStatus.OK)
+    expected[0, :2] = BfastStatus.BP_TOO_SHORT
+    np.testing.assert_array_equal(bp.status, expected)
+    assert bp.status_counts() == {"OK": 10, "BP_TOO_SHORT": 2}
+    full = bfast_monitor(**kwargs, history="all", engine="cpu")
+    for name in ("history_start", "n_history", "magnitude", "break_index", "sigma"):
+        np.testing.assert_array_equal(getattr(bp, name)[0, :2], getattr(full, name)[0, :2], err_msg=name)
+    roc = bfast_monitor(**kwargs, history="ROC", engine="cpu")  # ROC has no such limit
+    assert not np.any(roc.status == BfastStatus.BP_TOO_SHORT)

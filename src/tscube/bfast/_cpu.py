@@ -46,7 +46,7 @@ from numba import njit, prange
 from .. import config
 from .._prefetch import prefetch_row
 from .plan import PERFECT_FIT_RTOL, SINGULAR_PIVOT_TOL, MonitorPlan, kernel_nodata
-from .result import BfastStatus, empty_outputs
+from .result import BfastStatus, empty_outputs, flag_status
 
 #: The kernel formulations (see the module docstring), and the default one, used unless
 #: ``config.CPU_BFAST_GRAM`` says otherwise.
@@ -1037,7 +1037,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
             *outputs,
         )
     if flagged is not None:
-        out["status"][(out["status"] == _OK) & flagged] = np.int8(BfastStatus.ROC_NO_CROSSING)
+        out["status"][(out["status"] == _OK) & flagged] = np.int8(flag_status(plan.history))
     if plan.return_process:
         out["process"], out["boundary"] = process, boundary
     return out

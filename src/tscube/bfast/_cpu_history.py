@@ -200,7 +200,7 @@ def _bp_start(X, rows, y, n, rss, w, G, rhs, P, beta, Px, L, d, idx):
     k = X.shape[1]
     h = 6 * k
     if h > n // 2:
-        return 0
+        return -1  # Bai–Perron cannot run: all rows kept, the pixel flagged
     max_breaks = max(0, (n + h - 1) // h - 2)
     for i in range(n - h + 1):  # RSS(i, j) for j >= i + h - 1
         count = n - i
@@ -274,12 +274,15 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                     flagged[s, p] = flag
                 else:
                     drop = _bp_start(X, rows, y, n, rss, w, G, rhs, Pinv, beta, Px, L, d, idx)
+                    flagged[s, p] = drop < 0
+                    drop = max(drop, 0)
                 first_hist[s, p] = rows[drop]
 
 
 def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np.ndarray | None]:
-    """First time index of each pixel's stable history, ``(S, P)`` int64, and the
-    ROC_NO_CROSSING flags ``(S, P)`` bool (``None`` when no pixel can be flagged)."""
+    """First time index of each pixel's stable history, ``(S, P)`` int64, and the flags
+    ``(S, P)`` bool (ROC_NO_CROSSING for "ROC", BP_TOO_SHORT for "BP"; ``None`` when no
+    pixel can be flagged)."""
     n_pixels = values.shape[1]
     first = np.full((plan.n_starts, n_pixels), plan.history_begin, dtype=np.int64)
     if plan.history in ("all", "fixed"):
@@ -291,4 +294,4 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.history == "ROC",
         plan.level_roc, 16, first, flagged,
     )
-    return first, (flagged if plan.history == "ROC" else None)
+    return first, flagged

@@ -23,7 +23,7 @@ from .. import config
 from .._cuda_host import (DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda,
                           stream_chunks, view)
 from .plan import MonitorPlan, kernel_nodata
-from .result import empty_outputs
+from .result import empty_outputs, flag_status
 
 #: dtypes the kernels read directly; anything else is converted on the host first.
 _DEVICE_DTYPES = {np.dtype(t) for t in (np.float32, np.float64, np.int8, np.int16, np.int32,
@@ -116,7 +116,8 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
         Default: ``plan.history_begin`` ("fixed"), 0 ("all"), or for "ROC"/"BP" the cpu
         engine's per-pixel selection.
     history_flagged : bool ndarray (S, P), optional
-        Pixels whose selection was flagged: status ROC_NO_CROSSING instead of OK.
+        Pixels whose selection was flagged: status ROC_NO_CROSSING (BP_TOO_SHORT for
+        ``history="BP"``) instead of OK.
     timings : dict, optional
         Filled with milliseconds, for benchmarks: ``selection`` (cpu ROC/BP selection,
         wall clock), and by CUDA events summed over chunks ``h2d`` (input copies),
@@ -147,8 +148,9 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
         if history_flagged is None:
             history_flagged = selected_flags
     begin_all = _history_begin(plan, n_pixels, history_begin)
-    flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None
-                 else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels))
+    flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None  # status codes
+                 else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels)
+                 * np.int8(flag_status(plan.history)))
     with DEVICE_LOCK:
         return _run_locked(cuda, values, plan, begin_all, flags_all, timings)
 

@@ -64,7 +64,6 @@ _TOO_FEW = int(BfastStatus.TOO_FEW_HISTORY)
 _NO_MONITOR = int(BfastStatus.NO_MONITORING_DATA)
 _SINGULAR = int(BfastStatus.SINGULAR_DESIGN)
 _PERFECT = int(BfastStatus.PERFECT_FIT)
-_ROC_FLAG = int(BfastStatus.ROC_NO_CROSSING)
 
 
 # --------------------------------------------------------------------------------------
@@ -431,7 +430,7 @@ def monitor_kernel(k: int, tpb: int):
         red_i[tid] = first
         first = block_min_index(red_i)
         if tid == 0:
-            i_out[I_STATUS, s, p] = _ROC_FLAG if flagged[s, p] != 0 else _OK
+            i_out[I_STATUS, s, p] = flagged[s, p] if flagged[s, p] != 0 else _OK  # a flag status
             if first >= 0 and n_bad == 0.0:
                 i_out[I_BREAK, s, p] = keys[p, n + first]
             else:

@@ -7,6 +7,8 @@ import numpy as np
 
 from ..figures import (FLAGGED_GREY, NO_BREAK_GREY, _figure, _grey_layer, _grey_legend, _label_axes, _map,
                        _pixel_series, _pyplot, _status_map, _symmetric_limit, _year_colours)
+from .result import MONITORED
+
 
 def break_maps(result, *, title: str = "BFAST Monitor", start_index: int = 0, figsize=(11, 4.5)):
     """Break-date map and magnitude map of a BFAST Monitor result over a 2-D pixel grid.
@@ -36,7 +38,7 @@ def break_maps(result, *, title: str = "BFAST Monitor", start_index: int = 0, fi
     status = _status_map(result, start_index)
     break_time = _map(result, "break_time", start_index).astype(np.float64)
     magnitude = _map(result, "magnitude", start_index).astype(np.float64)
-    ok = (status == 0) | (status == 6)
+    ok = np.isin(status, [int(s) for s in MONITORED])
     has_break = ok & np.isfinite(break_time)
 
     fig, (ax_time, ax_mag) = _figure(2, figsize)
@@ -151,7 +153,7 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
                 transform=blended_transform_factory(ax.transData, ax.transAxes),
                 label=f"missing ({int(missing.sum())})", zorder=2)
 
-    if status in (BfastStatus.OK, BfastStatus.ROC_NO_CROSSING, BfastStatus.PERFECT_FIT):
+    if status in MONITORED or status == BfastStatus.PERFECT_FIT:
         design = build_design(axis, int(result.attrs["order"]), bool(result.attrs["trend"]))
         X = design.matrix
         beta = np.linalg.lstsq(X[stable], values[stable], rcond=None)[0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .plan import PERFECT_FIT_RTOL, SINGULAR_PIVOT_TOL, MonitorPlan, invalid_mask
-from .result import BfastStatus, empty_outputs
+from .result import BfastStatus, empty_outputs, flag_status
 from . import history as _history
 
 
@@ -71,7 +71,7 @@ def monitor_pixel(y: np.ndarray, valid: np.ndarray, plan: MonitorPlan, s: int) -
         first, flagged = _history.select(plan.history, X[candidates], y[candidates], plan)
         history = candidates[first:]
         if flagged:
-            status = BfastStatus.ROC_NO_CROSSING
+            status = flag_status(plan.history)
     n = history.size
     out["n_history"] = n
     out["n_monitor"] = monitor.size

@@ -187,15 +187,16 @@ def optimal_breakpoints(rss: np.ndarray, n: int, h: int, max_breaks: int) -> lis
 
 
 def bp_history_start(X: np.ndarray, y: np.ndarray) -> tuple[int, bool]:
-    """BP stable-history start: one row after the last breakpoint chosen by BIC.
+    """BP stable-history start: one row after the last breakpoint chosen by BIC, and
+    whether Bai–Perron could not run.
 
     With fewer than ``2 * 6k`` candidates Bai–Perron cannot run (R stops): all candidates
-    are kept.
+    are kept and the pixel is flagged (BP_TOO_SHORT).
     """
     n, k = X.shape
     h = 6 * k
     if h > n // 2:
-        return 0, False
+        return 0, True
     max_breaks = math.ceil(n / h) - 2
     rss = segment_rss_table(X, y, h)
     solutions = optimal_breakpoints(rss, n, h, max(max_breaks, 0))
@@ -211,7 +212,7 @@ def bp_history_start(X: np.ndarray, y: np.ndarray) -> tuple[int, bool]:
 
 def select(method: str, X: np.ndarray, y: np.ndarray, plan) -> tuple[int, bool]:
     """First row of the stable history among the history candidates ``X``, ``y``, and
-    whether the pixel is flagged ROC_NO_CROSSING."""
+    whether the pixel is flagged (ROC_NO_CROSSING for "ROC", BP_TOO_SHORT for "BP")."""
     if X.shape[0] <= X.shape[1]:
         return 0, False  # too few candidates for any test: TOO_FEW_HISTORY follows
     if method == "ROC":

@@ -34,8 +34,15 @@ class BfastStatus(IntEnum):
         significant but its (alpha = 0.05) boundary was never crossed, so R fails
         ("NA/NaN/Inf in 'x'"). tscube keeps the full history and monitors normally;
         all outputs are valid, this code only flags the event.
+    ``BP_TOO_SHORT`` (7)
+        ``history="BP"`` with fewer than ``2 * 6k`` history observations: Bai–Perron's
+        minimum segment of ``6k`` observations leaves no room for a break, and R stops
+        ("minimum segment size must be smaller than half the number of observations").
+        tscube keeps the full history and monitors normally; all outputs are valid,
+        this code only flags the event.
 
-    Outputs of pixels with a status other than ``OK`` and ``ROC_NO_CROSSING`` are NaN
+    Outputs of pixels with a status other than ``OK``, ``ROC_NO_CROSSING`` and
+    ``BP_TOO_SHORT`` are NaN
     (floats) or -1 (``break_index``), except ``magnitude`` under ``PERFECT_FIT`` and the
     counts ``n_valid``, ``n_history``, ``n_monitor``, ``n_inf``.
     """
@@ -47,6 +54,17 @@ class BfastStatus(IntEnum):
     SINGULAR_DESIGN = 4
     PERFECT_FIT = 5
     ROC_NO_CROSSING = 6
+    BP_TOO_SHORT = 7
+
+
+#: Statuses whose outputs are valid (the history fit and the monitoring ran).
+MONITORED = (BfastStatus.OK, BfastStatus.ROC_NO_CROSSING, BfastStatus.BP_TOO_SHORT)
+
+
+def flag_status(history: str) -> BfastStatus:
+    """The status of a pixel whose history selection was flagged: BP_TOO_SHORT for
+    ``"BP"``, ROC_NO_CROSSING otherwise."""
+    return BfastStatus.BP_TOO_SHORT if history == "BP" else BfastStatus.ROC_NO_CROSSING
 
 
 #: Per-pixel outputs of the engines (name -> dtype), in the order of the result's fields.
@@ -91,7 +109,7 @@ class BfastMonitorResult:
         -1 when there is no break.
     status : int8
         A :class:`BfastStatus` code (0 = OK). Outputs are only meaningful for OK (and
-        ROC_NO_CROSSING) pixels.
+        ROC_NO_CROSSING, BP_TOO_SHORT) pixels.
     magnitude : float64
         Median of the residuals ``y - fitted`` over **all** valid observations of the
         monitoring period (``time >= start``), not only those after the break — R's
