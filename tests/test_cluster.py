@@ -11,6 +11,7 @@ from sklearn.cluster import KMeans as SklearnKMeans
 from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
 
+from tscube import config
 from tscube.cluster import GaussianMixture, KMeans
 from tscube.cluster import _cpu, _reference
 from tscube.cluster._common import precision_cholesky_from_covariances
@@ -308,3 +309,20 @@ def test_cuda_engine_without_a_device_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="engine='cuda'"):
         GaussianMixture(2, engine="cuda").fit(np.random.default_rng(0).normal(size=(20, 2)))
+
+
+@pytest.mark.parametrize("n_samples, n_features", [(1, 1), (63, 3), (64, 2), (4099, 13)])
+def test_cpu_kmeans_tiles_give_the_reference_labels(n_samples, n_features, monkeypatch):
+    """Tiles of KMEANS_TILE samples inside blocks (both cut short here), one kernel per
+    feature count: labels, SSE, counts and sums as the per-sample reference."""
+    monkeypatch.setattr(config, "CLUSTER_BLOCK_SAMPLES", 1000)
+    rng = np.random.default_rng(n_samples)
+    X = rng.standard_normal((n_samples, n_features))
+    centers = rng.standard_normal((5, n_features))
+    centers[3] = centers[1]  # a tie: the first of the two centres wins
+    expected = _reference.kmeans_statistics(X, centers)
+    got = _cpu.kmeans_statistics(X, centers)
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert not np.any(got[0] == 3)
+    for g, e in zip(got[1:], expected[1:]):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
