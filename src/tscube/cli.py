@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import re
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -238,6 +241,55 @@ Bandwidth = Annotated[float, typer.Option("--h", help="MOSUM bandwidth (0.25, 0.
 Level = Annotated[float, typer.Option(help="Significance level of the monitoring test.")]
 End = Annotated[float, typer.Option(help="Monitoring horizon of the critical values (2, 4, 6, 8, 10).")]
 NoTrend = Annotated[bool, typer.Option("--no-trend", help="Fit the seasonal model without a trend.")]
+
+
+@dataclass(frozen=True)
+class BfastInput:
+    """How to read the cube's dates and the BFAST Monitor model: the options that
+    ``monitor`` and ``plot-pixel`` share (see :func:`with_bfast_input`)."""
+
+    dates: Optional[Path]
+    date_pattern: Optional[str]
+    variable: Optional[str]
+    freq: Optional[int]
+    history: str
+    order: int
+    h: float
+    level: float
+    end: float
+    no_trend: bool
+    nodata: Optional[float]
+
+
+#: (name, option type, default) of each BfastInput field, in --help order.
+_BFAST_INPUT_OPTIONS = (
+    ("dates", DatesFile, None), ("date_pattern", DatePattern, None), ("variable", Variable, None),
+    ("freq", Freq, None), ("history", History, "ROC"), ("order", Order, 3), ("h", Bandwidth, 0.25),
+    ("level", Level, 0.05), ("end", End, 10), ("no_trend", NoTrend, False), ("nodata", Nodata, None),
+)
+
+
+def with_bfast_input(command):
+    """Declare the shared options once: the command's ``bfast: BfastInput`` parameter is
+    replaced, in its place, by one typer option per field, and the command receives them
+    packed into a :class:`BfastInput`."""
+    signature = inspect.signature(command, eval_str=True)
+    shared = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                annotation=annotation) for name, annotation, default in _BFAST_INPUT_OPTIONS]
+    parameters = []
+    for parameter in signature.parameters.values():
+        parameters.extend(shared if parameter.name == "bfast" else [parameter])
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        options = BfastInput(**{name: kwargs.pop(name) for name, _, _ in _BFAST_INPUT_OPTIONS})
+        return command(*args, bfast=options, **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=parameters)
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    return wrapper
+
+
 # figures (plot, plot-pixel)
 Width = Annotated[int, typer.Option(help="Image width in pixels.")]
 Height = Annotated[int, typer.Option(help="Image height in pixels.")]
@@ -245,21 +297,12 @@ Dpi = Annotated[int, typer.Option(help="Dots per inch (text size relative to the
 
 
 @app.command()
+@with_bfast_input
 def monitor(
     input_path: InputCube,
     start: Start,
     output: Annotated[Path, typer.Option("-o", "--output", help="Result file: .tif (one band per output), .nc or .zarr.")],
-    dates: DatesFile = None,
-    date_pattern: DatePattern = None,
-    variable: Variable = None,
-    freq: Freq = None,
-    history: History = "ROC",
-    order: Order = 3,
-    h: Bandwidth = 0.25,
-    level: Level = 0.05,
-    end: End = 10,
-    no_trend: NoTrend = False,
-    nodata: Nodata = None,
+    bfast: BfastInput,
     process: Annotated[bool, typer.Option("--process", help="Also write the MOSUM process/boundary (.nc/.zarr only).")] = False,
     engine: Annotated[str, typer.Option(help="auto, reference, cpu or cuda.")] = "auto",
     workers: Workers = None,
@@ -279,17 +322,18 @@ def monitor(
     with _clean_errors():
         _check_output(output)
         start_value = _parse_when(start, "start")
-        history_value = _parse_history(history)
-        da = _open_input(input_path, dates, date_pattern, variable, memory)
+        history_value = _parse_history(bfast.history)
+        da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory)
         typer.echo(f"{input_path.name}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
                    f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
         template = bfast_monitor_xarray(
-            da, start_value, freq=freq, history=history_value, order=order, h=h, level=level, end=end,
-            trend=not no_trend, nodata=nodata, return_process=process, engine=engine, memory=memory)
+            da, start_value, freq=bfast.freq, history=history_value, order=bfast.order, h=bfast.h,
+            level=bfast.level, end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata,
+            return_process=process, engine=engine, memory=memory)
         typer.echo(f"BFAST Monitor ({template.attrs['engine']} engine)")
-        params = dict(start=start, freq=freq, history=history, order=order, h=h, level=level, end=end,
-                      trend=not no_trend, nodata=nodata, process=process, engine=engine, variable=variable,
-                      date_pattern=date_pattern)
+        params = dict(start=start, freq=bfast.freq, history=bfast.history, order=bfast.order, h=bfast.h,
+                      level=bfast.level, end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata,
+                      process=process, engine=engine, variable=bfast.variable, date_pattern=bfast.date_pattern)
         with dask_client(workers, scheduler) as client:
             _run_resumable(template, output, command="monitor", params=params, input_path=input_path, da=da,
                            status_enum=BfastStatus, overwrite=overwrite, progress=progress, client=client,
@@ -358,6 +402,7 @@ def plot_command(
 
 
 @app.command("plot-pixel")
+@with_bfast_input
 def plot_pixel_command(
     input_path: InputCube,
     x: Annotated[float, typer.Option("--x", help="Column index, or map x coordinate (see --coords).")],
@@ -366,17 +411,7 @@ def plot_pixel_command(
     output: Annotated[Path, typer.Option("-o", "--output", help="PNG (or .pdf/.svg) to write.")] = Path("pixel.png"),
     coords: Annotated[str, typer.Option(help="How to read --x/--y: pixel (indices), map (coordinates) or auto "
                                              "(indices when both are integers inside the grid).")] = "auto",
-    dates: DatesFile = None,
-    date_pattern: DatePattern = None,
-    variable: Variable = None,
-    freq: Freq = None,
-    history: History = "ROC",
-    order: Order = 3,
-    h: Bandwidth = 0.25,
-    level: Level = 0.05,
-    end: End = 10,
-    no_trend: NoTrend = False,
-    nodata: Nodata = None,
+    bfast: BfastInput = None,
     width: Width = 1000,
     height: Height = 650,
     dpi: Dpi = 100,
@@ -387,12 +422,12 @@ def plot_pixel_command(
     with _clean_errors():
         _check_figure_output(output, width, height, dpi)
         start_value = _parse_when(start, "start")
-        history_value = _parse_history(history)
-        da = _open_input(input_path, dates, date_pattern, variable, None)
+        history_value = _parse_history(bfast.history)
+        da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, None)
         row, col, how = locate_pixel(da, x, y, coords)
-        fig = plot_pixel(da, start=start_value, x=x, y=y, coords=coords, freq=freq, order=order,
-                         trend=not no_trend, h=h, level=level, end=end, history=history_value, nodata=nodata,
-                         figsize=(width / dpi, height / dpi))
+        fig = plot_pixel(da, start=start_value, x=x, y=y, coords=coords, freq=bfast.freq, order=bfast.order,
+                         trend=not bfast.no_trend, h=bfast.h, level=bfast.level, end=bfast.end,
+                         history=history_value, nodata=bfast.nodata, figsize=(width / dpi, height / dpi))
         result = fig.tscube_result
         where = f"row {row}, col {col}" + (f" (map x={x:.10g}, y={y:.10g})" if how == "map" else "")
         status = result.status_counts()
