@@ -326,3 +326,102 @@ def test_cpu_kmeans_tiles_give_the_reference_labels(n_samples, n_features, monke
     assert not np.any(got[0] == 3)
     for g, e in zip(got[1:], expected[1:]):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_estimators_follow_the_scikit_learn_protocol():
+    from sklearn.base import clone
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, _ = make_gmm(600, 3, 3, separation=3.0, random_state=2)
+    model = KMeans(3, n_init=2, random_state=0, engine="cpu")
+    assert clone(model).get_params() == model.get_params()
+    assert model.set_params(n_clusters=4).n_clusters == 4
+    with pytest.raises(ValueError):
+        model.set_params(no_such_parameter=1)
+    pipeline = make_pipeline(StandardScaler(), KMeans(3, random_state=0, engine="cpu")).fit(X)
+    assert pipeline.predict(X).shape == (600,)
+    gmm = clone(GaussianMixture(3, covariance_type="diag", random_state=1))
+    assert gmm.get_params()["covariance_type"] == "diag"
+
+
+def test_kmeans_n_init_keeps_the_lowest_inertia():
+    X, _ = make_gmm(3000, 2, 8, separation=1.5, random_state=5)
+    one = KMeans(8, init="random", n_init=1, random_state=3, engine="cpu").fit(X)
+    many = KMeans(8, init="random", n_init=8, random_state=3, engine="cpu").fit(X)  # run 1 = `one`
+    assert many.inertia_ <= one.inertia_
+    np.testing.assert_array_equal(many.predict(X), many.labels_)
+    assert KMeans(8, init="random", random_state=3)._n_runs() == 10  # "auto", as scikit-learn
+    with pytest.warns(RuntimeWarning, match="explicit initial centres"):
+        KMeans(8, init=X[:8], n_init=3, engine="cpu").fit(X)
+    with pytest.raises(ValueError, match="n_init"):
+        KMeans(8, n_init=0).fit(X)
+
+
+def test_kmeans_transform_equals_scikit_learn():
+    from sklearn.cluster import KMeans as SklearnKMeans
+
+    X, _ = make_gmm(500, 4, 3, separation=2.0, random_state=6)
+    centers = X[[0, 100, 200]]
+    ours = KMeans(3, init=centers, max_iter=5, tol=0, engine="cpu").fit(X)
+    theirs = SklearnKMeans(3, init=centers, n_init=1, max_iter=5, tol=0).fit(X)
+    np.testing.assert_allclose(ours.transform(X), theirs.transform(X), rtol=1e-9, atol=1e-9)
+    dirty = X.copy()
+    dirty[7, 1] = np.nan
+    distances = ours.fit_transform(dirty)
+    assert distances.shape == (500, 3) and np.isnan(distances[7]).all() and np.isfinite(distances[8]).all()
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_gmm_sample_follows_the_fitted_mixture(covariance_type):
+    X, _ = make_gmm(4000, 2, 3, separation=4.0, random_state=8)
+    gmm = GaussianMixture(3, covariance_type=covariance_type, random_state=0, engine="cpu").fit(X)
+    drawn, labels = gmm.sample(60_000)
+    assert drawn.shape == (60_000, 2) and labels.shape == (60_000,)
+    counts = np.bincount(labels, minlength=3)
+    np.testing.assert_allclose(counts / 60_000, gmm.weights_, atol=0.01)
+    for k in range(3):
+        np.testing.assert_allclose(drawn[labels == k].mean(axis=0), gmm.means_[k], atol=0.05)
+        covariance = np.cov(drawn[labels == k].T)
+        expected = gmm.covariances_[k] if covariance_type == "full" else np.diag(gmm.covariances_[k])
+        np.testing.assert_allclose(covariance, expected, atol=0.05 * np.abs(expected).max())
+    again, _ = gmm.sample(60_000)
+    np.testing.assert_array_equal(again, drawn)  # seeded by random_state
+
+
+def test_protocol_without_scikit_learn(monkeypatch):
+    """The stand-in base classes (scikit-learn not installed) give the same protocol."""
+    import importlib.util
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)
+    monkeypatch.setitem(sys.modules, "sklearn.base", None)
+    spec = importlib.util.spec_from_file_location("_base_without_sklearn", _base_path())
+    base = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(base)
+    assert base.BaseEstimator.__module__ == "_base_without_sklearn"
+
+    class Model(base.ClusterMixin, base.TransformerMixin, base.BaseEstimator):
+        def __init__(self, n=3, *, scale=1.0):
+            self.n, self.scale = n, scale
+
+        def fit(self, X, y=None):
+            self.fitted_ = True
+            return self
+
+        def transform(self, X):
+            return np.asarray(X) * self.scale
+
+    model = Model(5)
+    assert model.get_params() == {"n": 5, "scale": 1.0}
+    assert model.set_params(scale=2.0).scale == 2.0 and repr(model) == "Model(n=5, scale=2.0)"
+    with pytest.raises(ValueError, match="invalid parameter"):
+        model.set_params(other=1)
+    np.testing.assert_array_equal(model.fit_transform([1.0, 2.0]), [2.0, 4.0])
+    assert model._estimator_type == "clusterer"
+
+
+def _base_path():
+    from tscube.cluster import _base
+
+    return _base.__file__

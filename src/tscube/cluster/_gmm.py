@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from ._base import BaseEstimator, DensityMixin
 from ._common import (
     COVARIANCE_TYPES,
     check_nonnegative_float,
@@ -22,7 +23,7 @@ from ._streaming import apply_per_sample, make_samples
 GMM_INITS = ("kmeans", "k-means++", "random_from_data")
 
 
-class GaussianMixture:
+class GaussianMixture(DensityMixin, BaseEstimator):
     """Gaussian mixture fitted by expectation-maximisation.
 
     Every EM iteration is one pass over the data (E step and the sums of the
@@ -204,6 +205,23 @@ class GaussianMixture:
 
     def fit_predict(self, X, y=None):
         return self.fit(X).predict(X)
+
+    def sample(self, n_samples=1):
+        """Draw ``n_samples`` samples from the fitted mixture, as scikit-learn's
+        ``GaussianMixture.sample``: ``(X (n, D), y (n,))``, grouped by component, the
+        number per component multinomial in the weights (seeded by ``random_state``)."""
+        self._check_fitted()
+        n_samples = check_positive_int(n_samples, "n_samples")
+        rng = np.random.default_rng(self.random_state)
+        counts = rng.multinomial(n_samples, self.weights_ / self.weights_.sum())
+        parts = []
+        for mean, covariance, count in zip(self.means_, self.covariances_, counts):
+            if self.covariance_type == "full":
+                parts.append(rng.multivariate_normal(mean, covariance, int(count), method="cholesky"))
+            else:
+                parts.append(mean + rng.standard_normal((int(count), mean.size)) * np.sqrt(covariance))
+        labels = np.repeat(np.arange(len(counts)), counts)
+        return np.vstack(parts), labels
 
     # --------------------------------------------------------------- inference
     def _check_fitted(self):

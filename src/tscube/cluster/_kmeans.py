@@ -8,13 +8,14 @@ import numpy as np
 
 from tscube import config
 
+from ._base import BaseEstimator, ClusterMixin, TransformerMixin
 from ._common import check_nonnegative_float, check_positive_int, kmeans_plusplus, resolve_engine
 from ._streaming import apply_per_sample, make_samples
 
 KMEANS_INITS = ("k-means++", "random")
 
 
-class KMeans:
+class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     """k-means clustering by Lloyd's assign/aggregate iterations.
 
     Each iteration is one pass over the data: every sample is assigned to its
@@ -28,6 +29,10 @@ class KMeans:
     init : {"k-means++", "random"} or ndarray of shape (K, D)
         Seeding: greedy k-means++ or ``K`` distinct random samples, both drawn from a
         random subset of ``config.CLUSTER_INIT_SAMPLES`` samples; or explicit centres.
+    n_init : int or "auto"
+        Runs from different seedings; the one with the lowest inertia is kept
+        (scikit-learn's rule). "auto": 10 with ``init="random"``, else 1. Explicit
+        centres run once (with a warning if ``n_init`` asks for more).
     max_iter : int
         Maximum number of Lloyd iterations.
     tol : float
@@ -60,10 +65,11 @@ class KMeans:
     end of ``fit`` if some cluster is still empty.
     """
 
-    def __init__(self, n_clusters=8, *, init="k-means++", max_iter=300, tol=1e-4,
+    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
                  random_state=None, engine="auto", feature_dim="band"):
         self.n_clusters = n_clusters
         self.init = init
+        self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state
@@ -103,10 +109,13 @@ class KMeans:
                 f"finite features ({samples.n_samples})"
             )
         rng = np.random.default_rng(self.random_state)
-        centers = self._initial_centers(samples, rng)
-        centers, labels, sse, counts, n_iter, converged = lloyd(
-            samples, centers, max_iter, tol * float(np.mean(samples.moments()[1]))
-        )
+        scaled_tol = tol * float(np.mean(samples.moments()[1]))
+        best = None
+        for _ in range(self._n_runs()):
+            run = lloyd(samples, self._initial_centers(samples, rng), max_iter, scaled_tol)
+            if best is None or run[2].sum() < best[2].sum():  # lowest inertia; first on ties
+                best = run
+        centers, labels, sse, counts, n_iter, converged = best
         self.cluster_centers_ = centers
         self.inertia_ = float(sse.sum())
         self.n_iter_ = n_iter
@@ -119,6 +128,18 @@ class KMeans:
             warnings.warn(f"{int(np.sum(counts == 0))} of {n_clusters} clusters are empty",
                           RuntimeWarning, stacklevel=2)
         return self
+
+    def _n_runs(self) -> int:
+        if isinstance(self.n_init, str):
+            if self.n_init != "auto":
+                raise ValueError(f"n_init must be a positive integer or 'auto', got {self.n_init!r}")
+            return 10 if isinstance(self.init, str) and self.init == "random" else 1
+        n_init = check_positive_int(self.n_init, "n_init")
+        if not isinstance(self.init, str) and n_init > 1:
+            warnings.warn(f"explicit initial centres: running once, not n_init={n_init} times",
+                          RuntimeWarning, stacklevel=3)
+            return 1
+        return n_init
 
     def _check_fitted(self):
         if not hasattr(self, "cluster_centers_"):
@@ -137,6 +158,19 @@ class KMeans:
 
     def fit_predict(self, X, y=None):
         return self.fit(X).predict(X)
+
+    def transform(self, X):
+        """Euclidean distance of every sample to every centre, shape (..., K) (NaN where a
+        feature is not finite), as scikit-learn's ``KMeans.transform``."""
+        self._check_fitted()
+        centers = self.cluster_centers_
+        squared_norms = np.einsum("kd,kd->k", centers, centers)
+
+        def distances(rows):
+            squared = np.einsum("nd,nd->n", rows, rows)[:, None] - 2.0 * rows @ centers.T + squared_norms
+            return np.sqrt(np.maximum(squared, 0.0))
+
+        return apply_per_sample(X, distances, centers.shape[0], np.float64, np.nan, self.feature_dim)
 
     def score(self, X, y=None):
         """Opposite of the inertia of ``X`` under the fitted centres (higher is better)."""
