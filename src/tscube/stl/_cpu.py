@@ -824,13 +824,18 @@ def _block_eligible(codes, tables):
     return True
 
 
+def param_codes(n: int, prm: StlParams) -> np.ndarray:
+    """The int64 parameter vector of :func:`_decompose_one` for series of length ``n``."""
+    return np.array([n, prm.period, prm.seasonal, prm.trend, prm.low_pass, prm.seasonal_deg,
+                     prm.trend_deg, prm.low_pass_deg, prm.seasonal_jump, prm.trend_jump,
+                     prm.low_pass_jump, prm.inner_iter, prm.outer_iter, int(prm.periodic),
+                     _STLPLUS if prm.flavor == "stlplus" else _STATSMODELS], dtype=np.int64)
+
+
 def decompose(data, prm: StlParams):
     """cpu engine: ``data`` is ``(n_series, T)`` float64 with NaN for missing."""
     n_series, n = data.shape
-    codes = np.array([n, prm.period, prm.seasonal, prm.trend, prm.low_pass, prm.seasonal_deg,
-                      prm.trend_deg, prm.low_pass_deg, prm.seasonal_jump, prm.trend_jump,
-                      prm.low_pass_jump, prm.inner_iter, prm.outer_iter, int(prm.periodic),
-                      _STLPLUS if prm.flavor == "stlplus" else _STATSMODELS], dtype=np.int64)
+    codes = param_codes(n, prm)
     seasonal = np.empty((n_series, n))
     trend = np.empty((n_series, n))
     weights = np.empty((n_series, n))

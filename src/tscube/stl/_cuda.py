@@ -33,7 +33,7 @@ import numpy as np
 from .. import config
 from .._cuda_host import (DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda,
                           stream_chunks, view)
-from ._cpu import _STATSMODELS, _STLPLUS, _decompose_one, _tables
+from ._cpu import _decompose_one, _tables, param_codes
 from ._params import StlParams
 
 #: numba.cuda, bound by :func:`_kernel` on first use (not at import). The kernel below
@@ -122,14 +122,6 @@ def _kernel(cuda_module):
     return cuda_module.jit(_stl_columns)
 
 
-def _codes(n: int, prm: StlParams) -> np.ndarray:
-    """The int64 parameter vector of ``_cpu._decompose_one``."""
-    return np.array([n, prm.period, prm.seasonal, prm.trend, prm.low_pass, prm.seasonal_deg,
-                     prm.trend_deg, prm.low_pass_deg, prm.seasonal_jump, prm.trend_jump,
-                     prm.low_pass_jump, prm.inner_iter, prm.outer_iter, int(prm.periodic),
-                     _STLPLUS if prm.flavor == "stlplus" else _STATSMODELS], dtype=np.int64)
-
-
 def _bytes_per_series(n: int, period: int, itemsize: int) -> int:
     """Device bytes one series needs in one buffer set (kept in step with ``_Buffers``)."""
     int_rows, float_rows = _work_rows(n, period)
@@ -199,7 +191,7 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
     from ..parallel._cuda import clean_transpose_kernel  # imports numba.cuda
 
     n_series, n = data.shape
-    codes = _codes(n, prm)
+    codes = param_codes(n, prm)
     kernel = _kernel(cuda)
     key = (n, prm.period, data.dtype)
     _KEPT.drop_unless(key)  # before sizing the chunks by the free memory
