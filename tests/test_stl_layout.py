@@ -46,3 +46,16 @@ def test_finish_equals_numpy_summaries():
     cycles = np.stack([seasonal[:, j::period].mean(axis=1) for j in range(period)], axis=1)
     np.testing.assert_allclose(amplitude, cycles.max(axis=1) - cycles.min(axis=1), rtol=1e-12)
     assert np.isnan(slope[3]) and np.isnan(amplitude[3])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint64, np.float32, np.float64])
+@pytest.mark.parametrize("nodata", [0, -1, 255, 3.5, 0.1, np.float64(0.1), -3000, 10**20, np.nan, np.inf])
+def test_nodata_marks_what_numpy_equality_marks(dtype, nodata):
+    """The nodata value is compared in the data's dtype exactly as ``values == nodata``,
+    out-of-range and inexact values included."""
+    with np.errstate(over="ignore", invalid="ignore"):  # 255 wraps to -1 in int8, 0.1 -> 0
+        values = np.array([[0, 1, 3, 7, 100, 255, 0.1]]).astype(dtype).T.repeat(3, axis=1)
+    expected = values.astype(np.float64)
+    with np.errstate(over="ignore"):
+        expected[values == nodata] = np.nan
+    np.testing.assert_array_equal(series_rows(values, nodata), expected.T)

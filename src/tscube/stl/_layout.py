@@ -42,13 +42,24 @@ def series_rows(values: np.ndarray, nodata) -> np.ndarray:
         if nodata is not None:
             converted[values == nodata] = np.nan
         values, nodata = converted, None
-    has_nodata = nodata is not None and bool(np.any(values == nodata))
-    if has_nodata:
-        nodata = np.asarray(nodata).astype(values.dtype)  # equal to some value, so exact
-    else:
-        nodata = np.zeros((), values.dtype)
-    _rows(values, has_nodata, nodata[()], out)
+    has_nodata, marker = _nodata_in(values.dtype, nodata)
+    _rows(values, has_nodata, marker, out)
     return out
+
+
+def _nodata_in(dtype, nodata):
+    """``(has, marker)``: ``nodata`` in ``dtype``, and whether the cast is exact, i.e.
+    whether ``values == nodata`` can hold for some value of that dtype (NumPy's own
+    comparison of the cast with ``nodata``: no pass over the data)."""
+    if nodata is not None:
+        try:
+            with np.errstate(invalid="ignore", over="ignore"):
+                marker = np.asarray(nodata).astype(dtype)[()]
+            if bool(marker == nodata):
+                return True, marker
+        except (OverflowError, TypeError, ValueError):  # e.g. an int beyond int64
+            pass
+    return False, np.zeros((), dtype)[()]
 
 
 @njit(parallel=True, cache=True)
