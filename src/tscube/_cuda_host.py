@@ -151,6 +151,38 @@ def stream_chunks(n_items: int, chunk: int, buffers: list, launch, collect) -> N
             collect(buf)
 
 
+class StepEvents:
+    """CUDA events recorded on a stream after each named step of one chunk, for the
+    engines' ``timings=``: ``mark("h2d")`` after the input copies, ``mark("d2h")`` after
+    the output copies, ``mark(kernel name)`` after each kernel. Does nothing when
+    ``timings`` is None. With two streams, an interval can include waiting for the other
+    stream: an upper bound."""
+
+    def __init__(self, cuda, stream, timings):
+        self.cuda, self.stream = cuda, stream
+        self.marks = [] if timings is not None else None
+        self.mark("start")
+
+    def mark(self, name: str) -> None:
+        if self.marks is not None:
+            event = self.cuda.event()
+            event.record(self.stream)
+            self.marks.append((name, event))
+
+    def add_to(self, timings) -> None:
+        """After the stream is synchronised: milliseconds of each step added to
+        ``timings``, the copies under ``h2d``/``d2h``, the kernels under ``kernels`` and
+        ``kernel_<name>``."""
+        if not self.marks:
+            return
+        for (_, before), (name, after) in zip(self.marks[:-1], self.marks[1:]):
+            ms = before.elapsed_time(after)
+            key = name if name in ("h2d", "d2h") else "kernels"
+            timings[key] = timings.get(key, 0.0) + ms
+            if key == "kernels":
+                timings[f"kernel_{name}"] = timings.get(f"kernel_{name}", 0.0) + ms
+
+
 def release_buffers() -> None:
     """Free the device and pinned host buffers the cuda engines kept from their last run
     (``config.CUDA_KEEP_BUFFERS``), e.g. before handing the GPU to another library."""

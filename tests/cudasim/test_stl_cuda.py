@@ -205,7 +205,10 @@ def test_cuda_buffers_are_kept_for_the_next_call_and_timed():
     timings = {"stale": 1.0}
     rows = np.ascontiguousarray(cube.T)
     _cuda.decompose(rows, first.params, timings=timings)
-    assert set(timings) == {"h2d", "kernels", "d2h"}
+    assert set(timings) == {"h2d", "kernels", "d2h", "kernel_transpose_in", "kernel_stl",
+                            "kernel_transpose_out"}
+    np.testing.assert_allclose(sum(v for k, v in timings.items() if k.startswith("kernel_")),
+                               timings["kernels"])
 
 
 @pytest.mark.skipif(REAL_GPU, reason="checks the error raised where there is no GPU")

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from .. import config
-from .._cuda_host import (DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda,
+from .._cuda_host import (DEVICE_LOCK, KeptBuffers, StepEvents, chunk_items, require_cuda,
                           stream_chunks, view)
 from .plan import MonitorPlan, kernel_nodata
 from .result import empty_outputs, flag_status
@@ -212,15 +212,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         d_raw = view(buf.d_raw, n_dates, m)
         d_begin = view(buf.d_begin, n_starts, m)
         d_flag = view(buf.d_flag, n_starts, m)
-        marks = [] if timings is not None else None
-
-        def mark(name):  # an event after each step, for benchmarks (timings=)
-            if marks is not None:
-                event = cuda.event()
-                event.record(stream)
-                marks.append((name, event))
-
-        mark("start")
+        steps = StepEvents(cuda, stream, timings)
+        mark = steps.mark
         d_raw.copy_to_device(h_raw, stream=stream)
         d_begin.copy_to_device(h_begin, stream=stream)
         d_flag.copy_to_device(h_flag, stream=stream)
@@ -273,18 +266,12 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
             d_proc.copy_to_host(view(buf.h_proc, n_starts, n_dates, m), stream=stream)
             d_bnd.copy_to_host(view(buf.h_bnd, n_starts, n_dates, m), stream=stream)
         mark("d2h")
-        buf.pending = (p0, p1, marks)
+        buf.pending = (p0, p1, steps)
 
     def collect(buf: _Buffers) -> None:
         buf.stream.synchronize()
-        p0, p1, marks = buf.pending
-        if marks:
-            for (_, before), (name, after) in zip(marks[:-1], marks[1:]):
-                ms = before.elapsed_time(after)
-                key = name if name in ("h2d", "d2h") else "kernels"
-                timings[key] += ms
-                if key == "kernels":
-                    timings[f"kernel_{name}"] = timings.get(f"kernel_{name}", 0.0) + ms
+        p0, p1, steps = buf.pending
+        steps.add_to(timings)
         m = p1 - p0
         ints = view(buf.h_int, 7, n_starts, m)
         floats = view(buf.h_float, 5, n_starts, m)

@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import config
-from .._cuda_host import (DEVICE_LOCK, KeptBuffers, chunk_items, require_cuda,
+from .._cuda_host import (DEVICE_LOCK, KeptBuffers, StepEvents, chunk_items, require_cuda,
                           stream_chunks, view)
 from ._cpu import _decompose_one, _tables, param_codes
 from ._params import StlParams
@@ -159,9 +159,9 @@ def decompose(data, prm: StlParams, timings: dict | None = None):
     """cuda engine: ``data`` is ``(n_series, T)`` float64 (or float32) with NaN for
     missing; returns seasonal, trend, weights ``(n_series, T)`` float64 and the int8
     status, like :func:`tscube.stl._cpu.decompose`. ``timings`` (a dict), if given, gets
-    milliseconds by CUDA events summed over chunks: ``h2d``, ``kernels`` (transposes and
-    STL) and ``d2h``, for benchmarks (with several chunks on two streams, an interval can
-    include waiting for the other stream: an upper bound).
+    milliseconds by CUDA events summed over chunks: ``h2d``, ``kernels`` (each also as
+    ``kernel_transpose_in``, ``kernel_stl``, ``kernel_transpose_out``) and ``d2h``, for
+    benchmarks (see :class:`tscube._cuda_host.StepEvents`).
 
     Raises
     ------
@@ -216,39 +216,35 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
         stream = buf.stream
         h_data = view(buf.h_data, m, n)
         np.copyto(h_data, data[s0:s1])  # host staging overlaps the other stream
-        events = [cuda.event() for _ in range(4)] if timings is not None else []
-        if events:
-            events[0].record(stream)
+        steps = StepEvents(cuda, stream, timings)
         d_rows = view(buf.d_rows, m, n)
         d_rows.copy_to_device(h_data, stream=stream)
-        if events:
-            events[1].record(stream)
+        steps.mark("h2d")
         d_data = view(buf.d_data, n, m)
         transpose[((n + tile - 1) // tile, (m + tile - 1) // tile), block_t, stream](
             d_rows, False, 0.0, d_data)
+        steps.mark("transpose_in")
         d_out = view(buf.d_out, 3, n, m)
         d_status = view(buf.d_status, m)
         d_fwork = view(buf.d_fwork, float_rows, m)
         kernel[(m + tpb - 1) // tpb, tpb, stream](
             d_data, d_codes, d_tables, d_out[0], d_out[1], d_out[2], d_status,
             view(buf.d_valid, n, m), view(buf.d_iwork, int_rows, m), d_fwork)
+        steps.mark("stl")
         d_out_rows = view(buf.d_fwork, 3, m, n)  # the work array is free again
         for k in range(3):
             transpose[((m + tile - 1) // tile, (n + tile - 1) // tile), block_t, stream](
                 d_out[k], False, 0.0, d_out_rows[k])
-        if events:
-            events[2].record(stream)
+        steps.mark("transpose_out")
         d_out_rows.copy_to_host(view(buf.h_out, 3, m, n), stream=stream)
         d_status.copy_to_host(view(buf.h_status, m), stream=stream)
-        if events:
-            events[3].record(stream)
-        buf.pending = (s0, s1, events)
+        steps.mark("d2h")
+        buf.pending = (s0, s1, steps)
 
     def collect(buf: _Buffers) -> None:
         buf.stream.synchronize()
-        s0, s1, events = buf.pending
-        for name, (a, b) in (("h2d", (0, 1)), ("kernels", (1, 2)), ("d2h", (2, 3))) if events else ():
-            timings[name] = timings.get(name, 0.0) + events[a].elapsed_time(events[b])
+        s0, s1, steps = buf.pending
+        steps.add_to(timings)
         m = s1 - s0
         out = view(buf.h_out, 3, m, n)
         seasonal[s0:s1] = out[0]
