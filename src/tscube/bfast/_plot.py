@@ -7,7 +7,10 @@ import numpy as np
 
 from ..figures import (FLAGGED_GREY, NO_BREAK_GREY, _figure, _grey_layer, _grey_legend, _label_axes, _map,
                        _pixel_series, _pyplot, _status_map, _symmetric_limit, _year_colours)
-from .result import MONITORED
+from ..timeaxis import TIME_TOL, build_time_axis
+from .design import build_design
+from .monitor import bfast_monitor
+from .result import MONITORED, BfastStatus
 
 
 def break_maps(result, *, title: str = "BFAST Monitor", start_index: int = 0, figsize=(11, 4.5)):
@@ -76,6 +79,7 @@ def break_maps(result, *, title: str = "BFAST Monitor", start_index: int = 0, fi
         _label_axes(ax)
     return fig
 
+
 def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "auto", engine: str = "reference",
                title: str | None = None, figsize=(10, 6.5), **kwargs):
     """BFAST Monitor of one pixel, plotted like R's ``plot.bfastmonitor`` plus its MOSUM process.
@@ -115,11 +119,6 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
         ``"boundary"``; the BFAST Monitor result is ``fig.tscube_result``.
     """
     from matplotlib.transforms import blended_transform_factory
-
-    from ..timeaxis import TIME_TOL, build_time_axis
-    from .design import build_design
-    from .monitor import bfast_monitor
-    from .result import BfastStatus
 
     if start is None:
         raise TypeError("plot_pixel() needs the monitoring start: plot_pixel(data, dates, start, x=..., y=...)")
