@@ -59,3 +59,11 @@ def test_nodata_marks_what_numpy_equality_marks(dtype, nodata):
     with np.errstate(over="ignore"):
         expected[values == nodata] = np.nan
     np.testing.assert_array_equal(series_rows(values, nodata), expected.T)
+
+
+def test_series_rows_reads_big_endian_data():
+    values = np.arange(12, dtype=">i2").reshape(4, 3)
+    values[1, 2] = -3000
+    expected = values.astype(np.float64)
+    expected[1, 2] = np.nan
+    np.testing.assert_array_equal(series_rows(values, -3000), expected.T)

@@ -212,8 +212,6 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES} for stl, got {engine!r}")
     values, out_dtype = _prepare(data, nodata)
-    if not values.dtype.isnative:
-        values = values.astype(values.dtype.newbyteorder("="))
     n_times = values.shape[0]
     pixel_shape = values.shape[1:]
     params = resolve_params(n_times, period, seasonal, trend, low_pass, seasonal_deg,

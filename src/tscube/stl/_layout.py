@@ -37,6 +37,8 @@ def series_rows(values: np.ndarray, nodata) -> np.ndarray:
     or equal to ``nodata`` compared in the data's dtype, as ``values == nodata``)."""
     n_times, n_series = values.shape
     out = np.empty((n_series, n_times))
+    if not values.dtype.isnative:  # big-endian data: swapped once, values unchanged
+        values = values.astype(values.dtype.newbyteorder("="))
     if values.dtype.kind not in "iuf" or values.dtype.itemsize > 8 or values.dtype == np.float16:
         converted = values.astype(np.float64)  # float16, longdouble: not numba types
         if nodata is not None:
