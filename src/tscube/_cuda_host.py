@@ -111,6 +111,12 @@ class KeptBuffers:
         if self.key != key or not config.CUDA_KEEP_BUFFERS:
             self.key, self.sets = None, []
 
+    @classmethod
+    def drop_all(cls) -> None:
+        """Free the sets every engine keeps."""
+        for kept in cls.instances:
+            kept.key, kept.sets = None, []
+
     def held_items(self) -> int:
         """Items the kept sets hold together (their device memory counts as free for
         sizing the chunks of a run that reuses them: :func:`chunk_items`)."""
@@ -126,8 +132,7 @@ class KeptBuffers:
             for buf in sets:  # a run that raised may have left copies in flight
                 buf.stream.synchronize()
         else:
-            for kept in KeptBuffers.instances:  # one engine's buffers at a time
-                kept.key, kept.sets = None, []
+            KeptBuffers.drop_all()  # one engine's buffers at a time, freed before allocating
             sets = [make(chunk) for _ in range(count)]
             if config.CUDA_KEEP_BUFFERS:
                 self.key, self.sets = key, sets
@@ -187,5 +192,4 @@ def release_buffers() -> None:
     """Free the device and pinned host buffers the cuda engines kept from their last run
     (``config.CUDA_KEEP_BUFFERS``), e.g. before handing the GPU to another library."""
     with DEVICE_LOCK:
-        for kept in KeptBuffers.instances:
-            kept.key, kept.sets = None, []
+        KeptBuffers.drop_all()
