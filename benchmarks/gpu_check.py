@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -140,6 +141,7 @@ def run_cuda_tests(extra: list[str]) -> dict:
                      seconds=time.perf_counter() - start))
 
 
+@functools.lru_cache(maxsize=1)
 def _roof_kernels():
     global cuda  # a module global: the simulator swaps it while a kernel runs
     from numba import cuda
@@ -187,16 +189,11 @@ def event_ms(fn, repeat=5) -> float:
     return float(np.median(times))
 
 
-_KERNELS = {}
-
-
 def read_once_ms(flat_device_array) -> float:
     """Time to read a device array once (grid-stride sum), from device memory."""
     from numba import cuda
 
-    if not _KERNELS:
-        _KERNELS["fma"], _KERNELS["read"] = _roof_kernels()
-    read = _KERNELS["read"]
+    _fma, read = _roof_kernels()
     sink = cuda.device_array(1, np.float64)
     blocks = max(1, min(132 * 16, flat_device_array.size // 1024))
     return event_ms(lambda: read[blocks, 256](flat_device_array, sink))
@@ -205,8 +202,7 @@ def read_once_ms(flat_device_array) -> float:
 def ceilings() -> dict:
     from numba import cuda
 
-    if not _KERNELS:
-        _KERNELS["fma"], _KERNELS["read"] = _roof_kernels()
+    fma, _read = _roof_kernels()
     n = 1 << 29  # 2 GiB of float32 per array
     src = cuda.device_array(n, np.float32)
     dst = cuda.device_array(n, np.float32)
@@ -216,7 +212,7 @@ def ceilings() -> dict:
     threads = 132 * 2048
     out = cuda.device_array(threads, np.float64)
     n_iter = 4096
-    fma_ms = event_ms(lambda: _KERNELS["fma"][threads // 256, 256](out, n_iter))
+    fma_ms = event_ms(lambda: fma[threads // 256, 256](out, n_iter))
     record = emit(dict(
         benchmark="ceilings", copy_gbs=2 * 4 * n / copy_ms / 1e6, read_gbs=4 * n / read_ms / 1e6,
         fp64_fma_gflops=threads * n_iter * 4 * 2 / fma_ms / 1e6))
@@ -284,7 +280,7 @@ def bfast_case(label, values, plan, history, repeat, flops, read_cpu_ms=None):
 
 
 def bfast_checks(quick: bool, repeat: int) -> None:
-    from bfast_monitor import ORDER, capture_plan, pipeline_flops
+    from bfast_monitor import capture_plan, pipeline_flops
 
     from tscube.datasets import make_cube
 
@@ -295,7 +291,6 @@ def bfast_checks(quick: bool, repeat: int) -> None:
             n = int(plan.monitor_begin[0])
             bfast_case(label, values, plan, history, repeat, pipeline_flops(M, T, n, plan.design.k))
 
-    assert ORDER == 3
     names = ("D1", "D2", "peru_small") if quick else ("D1", "D2", "D3", "D4", "D5", "D6", "peru_small")
     for name in names:
         one(name, make_cube(name, seed=0), ("all", "ROC"))
