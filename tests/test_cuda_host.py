@@ -93,3 +93,29 @@ def test_kept_buffers_are_reused_only_when_they_fit(monkeypatch):
 def test_view_takes_the_leading_part():
     flat = np.arange(20)
     np.testing.assert_array_equal(_cuda_host.view(flat, 2, 3), [[0, 1, 2], [3, 4, 5]])
+
+
+class _Steps:
+    def add_to(self, timings):
+        if timings is not None:
+            timings["kernels"] = timings.get("kernels", 0.0) + 1.0
+
+
+def test_stream_chunks_reuse_a_set_only_after_collecting_its_chunk():
+    sets = [_Set(3), _Set(3)]
+    for buf in sets:
+        buf.pending = None
+    log, timings = [], {}
+
+    def launch(buf, start, stop):
+        log.append(("launch", sets.index(buf), start, stop))
+        return _Steps()
+
+    def collect(buf, start, stop):
+        log.append(("collect", sets.index(buf), start, stop))
+
+    _cuda_host.stream_chunks(10, 3, sets, launch, collect, timings)
+    assert log == [("launch", 0, 0, 3), ("launch", 1, 3, 6), ("collect", 0, 0, 3), ("launch", 0, 6, 9),
+                   ("collect", 1, 3, 6), ("launch", 1, 9, 10), ("collect", 0, 6, 9), ("collect", 1, 9, 10)]
+    assert [buf.stream.synchronized for buf in sets] == [2, 2]
+    assert timings == {"kernels": 4.0} and all(buf.pending is None for buf in sets)

@@ -141,19 +141,30 @@ class KeptBuffers:
         return sets
 
 
-def stream_chunks(n_items: int, chunk: int, buffers: list, launch, collect) -> None:
-    """Chunk ``c`` of ``range(n_items)`` goes to ``buffers[c % len(buffers)]`` by
-    ``launch(buf, start, stop)`` (which sets ``buf.pending``); a buffer set's previous
-    chunk is ``collect``-ed before the set is reused, and every set at the end. With two
-    sets on two streams, one chunk's copies overlap the other's kernels."""
+def stream_chunks(n_items: int, chunk: int, buffers: list, launch, collect, timings=None) -> None:
+    """Chunk ``c`` of ``range(n_items)`` goes to ``buffers[c % len(buffers)]``:
+    ``launch(buf, start, stop)`` queues its copies and kernels on ``buf.stream`` and
+    returns its :class:`StepEvents`. Before a set is reused, and for every set at the end,
+    its stream is synchronised, the chunk's step times are added to ``timings`` and
+    ``collect(buf, start, stop)`` unpacks its results. With two sets on two streams, one
+    chunk's copies overlap the other's kernels."""
+
+    def finish(buf):
+        buf.stream.synchronize()
+        start, stop, steps = buf.pending
+        steps.add_to(timings)
+        collect(buf, start, stop)
+        buf.pending = None
+
     for c, start in enumerate(range(0, n_items, chunk)):
         buf = buffers[c % len(buffers)]
         if buf.pending is not None:
-            collect(buf)  # this buffer set's previous chunk must be back before reuse
-        launch(buf, start, min(start + chunk, n_items))
+            finish(buf)  # this buffer set's previous chunk must be back before reuse
+        stop = min(start + chunk, n_items)
+        buf.pending = (start, stop, launch(buf, start, stop))
     for buf in buffers:
         if buf.pending is not None:
-            collect(buf)
+            finish(buf)
 
 
 class StepEvents:

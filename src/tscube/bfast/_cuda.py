@@ -70,7 +70,7 @@ class _Buffers:
     def __init__(self, cuda, n_dates, k, n_starts, chunk, raw_dtype, process):
         self.stream = cuda.stream()
         self.chunk = chunk
-        self.pending = None  # (p0, p1) whose results are on their way back
+        self.pending = None  # (start, stop, steps) of the chunk in flight (stream_chunks)
         pin, dev = cuda.pinned_array, cuda.device_array
         self.h_raw = pin(n_dates * chunk, raw_dtype)
         self.h_begin = pin(n_starts * chunk, np.int32)
@@ -200,7 +200,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
                         lambda size: _Buffers(cuda, n_dates, k, n_starts, size, raw_dtype,
                                               plan.return_process))
 
-    def launch(buf: _Buffers, p0: int, p1: int) -> None:
+    def launch(buf: _Buffers, p0: int, p1: int) -> StepEvents:
         m = p1 - p0
         stream = buf.stream
         h_raw = view(buf.h_raw, n_dates, m)
@@ -266,12 +266,9 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
             d_proc.copy_to_host(view(buf.h_proc, n_starts, n_dates, m), stream=stream)
             d_bnd.copy_to_host(view(buf.h_bnd, n_starts, n_dates, m), stream=stream)
         mark("d2h")
-        buf.pending = (p0, p1, steps)
+        return steps
 
-    def collect(buf: _Buffers) -> None:
-        buf.stream.synchronize()
-        p0, p1, steps = buf.pending
-        steps.add_to(timings)
+    def collect(buf: _Buffers, p0: int, p1: int) -> None:
         m = p1 - p0
         ints = view(buf.h_int, 7, n_starts, m)
         floats = view(buf.h_float, 5, n_starts, m)
@@ -291,9 +288,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         if plan.return_process:
             outputs["process"][:, :, cols] = view(buf.h_proc, n_starts, n_dates, m)
             outputs["boundary"][:, :, cols] = view(buf.h_bnd, n_starts, n_dates, m)
-        buf.pending = None
 
-    stream_chunks(n_pixels, chunk, buffers, launch, collect)
+    stream_chunks(n_pixels, chunk, buffers, launch, collect, timings)
     return outputs
 
 

@@ -137,7 +137,7 @@ class _Buffers:
         int_rows, float_rows = _work_rows(n, period)
         self.stream = cuda.stream()
         self.chunk = chunk
-        self.pending = None  # (s0, s1) whose results are on their way back
+        self.pending = None  # (start, stop, steps) of the chunk in flight (stream_chunks)
         pin, dev = cuda.pinned_array, cuda.device_array
         self.h_data = pin(n * chunk, dtype)  # series rows (chunk, T), as given
         self.h_out = pin(3 * n * chunk, np.float64)  # seasonal, trend, weights rows
@@ -211,7 +211,7 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
     buffers = _KEPT.get(key, chunk, 2 if n_series > chunk else 1,
                         lambda size: _Buffers(cuda, n, prm.period, size, data.dtype))
 
-    def launch(buf: _Buffers, s0: int, s1: int) -> None:
+    def launch(buf: _Buffers, s0: int, s1: int) -> StepEvents:
         m = s1 - s0
         stream = buf.stream
         h_data = view(buf.h_data, m, n)
@@ -239,18 +239,14 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
         d_out_rows.copy_to_host(view(buf.h_out, 3, m, n), stream=stream)
         d_status.copy_to_host(view(buf.h_status, m), stream=stream)
         steps.mark("d2h")
-        buf.pending = (s0, s1, steps)
+        return steps
 
-    def collect(buf: _Buffers) -> None:
-        buf.stream.synchronize()
-        s0, s1, steps = buf.pending
-        steps.add_to(timings)
+    def collect(buf: _Buffers, s0: int, s1: int) -> None:
         m = s1 - s0
         out = view(buf.h_out, 3, m, n)
         seasonal[s0:s1] = out[0]
         trend[s0:s1] = out[1]
         weights[s0:s1] = out[2]
         status[s0:s1] = view(buf.h_status, m)
-        buf.pending = None
 
-    stream_chunks(n_series, chunk, buffers, launch, collect)
+    stream_chunks(n_series, chunk, buffers, launch, collect, timings)
