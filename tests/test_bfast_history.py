@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tscube import BfastStatus, bfast_monitor
-from tscube.bfast.history import rec_cusum_pvalue, recursive_residuals, segment_rss_table
+from tscube.bfast.bai_perron import segment_rss_triangle
+from tscube.bfast.history import rec_cusum_pvalue, recursive_residuals
 from tscube.datasets import make_cube
 
 from test_bfast_cpu import assert_same_result
@@ -83,10 +84,27 @@ def test_recursive_residuals_equal_refits():
         expected.append((y[r] - X[r] @ b) / np.sqrt(f))
     np.testing.assert_allclose(recursive_residuals(X, y), expected, rtol=1e-10)
     # and their squares add up to the RSS of the full fit (the BP table's identity)
-    rss = segment_rss_table(X, y, 5)
+    rss = segment_rss_triangle(X, y, 5)
     full_rss = np.sum((y - X @ np.linalg.lstsq(X, y, rcond=None)[0]) ** 2)
     np.testing.assert_allclose(rss[0, 29], full_rss, rtol=1e-10)
     np.testing.assert_allclose(np.sum(recursive_residuals(X, y) ** 2), full_rss, rtol=1e-10)
+
+
+def test_rss_triangle_follows_r_on_rank_deficient_starts():
+    """A segment whose first k rows are rank deficient (a column zero there): R's RSS is
+    the sum of squared recursive residuals with the aliased column dropped until full rank,
+    which exceeds least squares; the closed form equals that sum for every segment."""
+    rng = np.random.default_rng(4)
+    n = 24
+    X = np.column_stack([np.ones(n), np.linspace(-1, 1, n), np.r_[np.zeros(6), rng.normal(size=n - 6)]])
+    y = rng.normal(size=n)
+    rss = segment_rss_triangle(X, y, 5)
+    for i in range(n - 4):
+        w = recursive_residuals(X[i:], y[i:])
+        for j in range(i + 4, n):
+            np.testing.assert_allclose(rss[i, j], np.sum(w[: j - i - 2] ** 2), rtol=1e-9)
+    least_squares = np.sum((y[:12] - X[:12] @ np.linalg.lstsq(X[:12], y[:12], rcond=None)[0]) ** 2)
+    assert rss[0, 11] > least_squares * (1 + 1e-6)
 
 
 def test_rec_cusum_pvalue_is_continuous_and_decreasing():

@@ -1,6 +1,12 @@
-"""BFAST Monitor: per-pixel structural break detection, equal to R ``bfast::bfastmonitor``."""
+"""BFAST Monitor and BFAST Lite: per-pixel structural breaks, equal to R ``bfast::bfastmonitor``
+and ``bfast::bfastlite``."""
 
+from .lite import LITE_ENGINES, bfast_lite
+from .lite_result import BfastLiteResult, BfastLiteStatus
 from .monitor import ENGINES, bfast_monitor
 from .result import BfastMonitorResult, BfastStatus
 
-__all__ = ["bfast_monitor", "BfastMonitorResult", "BfastStatus", "ENGINES"]
+__all__ = [
+    "bfast_monitor", "BfastMonitorResult", "BfastStatus", "ENGINES",
+    "bfast_lite", "BfastLiteResult", "BfastLiteStatus", "LITE_ENGINES",
+]

@@ -6,9 +6,8 @@ Same rules as :mod:`tscube.bfast.history` (the reference), organised for speed:
   updates of ``(X'X)^{-1}`` and the coefficients, not a refit per step. While the first
   rows are rank deficient the step is a full in-order solve that drops aliased columns,
   as R's ``recresid`` does.
-* BP: the triangular table of segment RSS, one row per segment start by the same
-  recursive residuals (``RSS(i, j) = sum of squared recursive residuals``), then the
-  Bai–Perron dynamic programme and the BIC choice of the number of breaks.
+* BP: the Bai–Perron triangle and dynamic programme of :mod:`tscube.bfast._cpu_bai_perron`
+  (shared with BFAST Lite), then the BIC choice of the number of breaks.
 
 :func:`history_first` returns, per start and pixel, the time index where the stable
 history begins; the cpu and cuda engines then monitor from there.
@@ -21,6 +20,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ._cpu_bai_perron import breaks_of, minus_2_loglik, optimal_partition, partition_rss, rss_triangle
 from .history import ALIAS_PIVOT_TOL, ROC_LAMBDA_05
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
@@ -195,41 +195,26 @@ def _roc_start(w, m, level, exact_fit):
 
 
 @njit(cache=True)
-def _bp_start(X, rows, y, n, rss, w, G, rhs, P, beta, Px, L, d, idx):
+def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px):
     """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
     k = X.shape[1]
     h = 6 * k
     if h > n // 2:
         return -1  # Bai–Perron cannot run: all rows kept, the pixel flagged
     max_breaks = max(0, (n + h - 1) // h - 2)
-    for i in range(n - h + 1):  # RSS(i, j) for j >= i + h - 1
-        count = n - i
-        _recursive_residuals(X, rows, y, i, 1, count, w, G, rhs, P, beta, Px, L, d, idx)
-        total = 0.0
-        for j in range(k, count):
-            total += w[j - k] * w[j - k]
-            rss[i, i + j] = total
-    best = np.full((max_breaks + 1, n), np.inf)
-    arg = np.full((max_breaks + 1, n), -1, dtype=np.int64)
-    for i in range(h - 1, n):
-        best[0, i] = rss[0, i]
-    for mb in range(1, max_breaks + 1):
-        for i in range((mb + 1) * h - 1, n):
-            for j in range(mb * h - 1, i - h + 1):
-                total = best[mb - 1, j] + rss[j + 1, i]
-                if total < best[mb, i]:
-                    best[mb, i] = total
-                    arg[mb, i] = j
+    rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px)
+    best = np.empty((max_breaks + 1, n))
+    arg = np.empty((max_breaks + 1, n), dtype=np.int64)
+    optimal_partition(rss, n, h, max_breaks, best, arg)
+    breaks = np.empty(max(max_breaks, 1), dtype=np.int64)
     best_bic = np.inf
     start = 0
     for mb in range(max_breaks + 1):
-        total = best[mb, n - 1]
-        if not math.isfinite(total):
-            break
-        bic = n * (math.log(total) + 1.0 - math.log(n) + math.log(2.0 * math.pi)) + math.log(n) * (k + 1) * (mb + 1)
+        breaks_of(arg, mb, n, breaks)
+        bic = minus_2_loglik(partition_rss(rss, breaks, mb, n), n) + math.log(n) * (k + 1) * (mb + 1)
         if bic < best_bic:
             best_bic = bic
-            start = arg[mb, n - 1] + 1 if mb > 0 else 0
+            start = breaks[mb - 1] + 1 if mb > 0 else 0
     return start
 
 
@@ -253,6 +238,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         d = np.empty(k)
         idx = np.empty(k, dtype=np.int64)
         rss = np.empty((1, 1)) if method_roc else np.empty((T, T))
+        Q = np.empty((1, 1)) if method_roc else np.empty((T, k))
         for p in range(ib * block, min(P, (ib + 1) * block)):
             for s in range(S):
                 n = 0
@@ -273,7 +259,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                     drop, flag = _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
                     flagged[s, p] = flag
                 else:
-                    drop = _bp_start(X, rows, y, n, rss, w, G, rhs, Pinv, beta, Px, L, d, idx)
+                    drop = _bp_start(X, rows, y, n, rss, w, Q, L, idx, beta, Pinv, Px)
                     flagged[s, p] = drop < 0
                     drop = max(drop, 0)
                 first_hist[s, p] = rows[drop]

@@ -1,4 +1,5 @@
-"""The season-trend design matrix of BFAST Monitor (R ``bfastpp`` + ``response ~ trend + harmon``)."""
+"""The season-trend design matrix of BFAST (R ``bfastpp`` + ``response ~ trend + harmon``
+or ``response ~ trend + season``)."""
 
 from __future__ import annotations
 
@@ -41,14 +42,52 @@ class Design:
         return beta
 
 
-def build_design(axis: TimeAxis, order: int, trend: bool) -> Design:
-    """Build the design for ``response ~ [trend +] harmon`` with harmonic ``order``.
+def season_contrasts(freq: int) -> np.ndarray:
+    """R's ``contr.poly(freq)``: the orthonormal polynomials of degree 1..freq-1 in the
+    level number 1..freq, ``(freq, freq - 1)``, each column summing to zero.
+
+    Computed by Gram–Schmidt with reorthogonalisation on the centred levels (exact to
+    ~1e-15). R builds them by a QR of the raw powers, which loses the last two or three
+    columns at freq >= 23 (errors up to 0.1); they still span the same space, so fits,
+    residuals and breakpoints agree, and intercept and trend agree wherever a segment
+    holds every level (see docs/bfast_lite.md).
+    """
+    x = np.arange(1, freq + 1) - (freq + 1) / 2.0
+    basis = np.empty((freq, freq))
+    basis[:, 0] = 1.0 / np.sqrt(freq)
+    for j in range(1, freq):
+        v = x * basis[:, j - 1]
+        for _ in range(2):  # twice is enough (Kahan): orthogonal to working precision
+            v -= basis[:, :j] @ (basis[:, :j].T @ v)
+        basis[:, j] = v / np.linalg.norm(v)
+    return basis[:, 1:]
+
+
+def season_names(freq: int) -> list[str]:
+    """R's names of the ``season`` contrast columns: season.L, .Q, .C, ^4, ..."""
+    named = {1: "season.L", 2: "season.Q", 3: "season.C"}
+    return [named.get(j, f"season^{j}") for j in range(1, freq)]
+
+
+def season_cycle(axis: TimeAxis) -> np.ndarray:
+    """R's ``cycle()`` of each date, 0-based: the position of its slot within the year."""
+    first = int(np.rint((axis.time[0] - np.floor(axis.time[0])) * axis.freq))
+    return (first + axis.slot) % axis.freq
+
+
+def build_design(axis: TimeAxis, order: int, trend: bool, season: bool = False) -> Design:
+    """Build the design for ``response ~ [trend +] [harmon | season]``.
 
     Follows R's ``bfastpp``: ``order = min(freq, order)``; harmonics ``cos(2πjt)``,
     ``sin(2πjt)`` of the decimal-year time ``t``; when ``2 * order == freq`` the last
     sine column (identically ~0) is dropped. ``order=0`` gives no harmonic columns
-    (R's ``response ~ trend``).
+    (R's ``response ~ trend``). ``season=True`` adds R's seasonal dummies, an ordered
+    factor of the cycle coded by :func:`season_contrasts` (``freq - 1`` columns; R's
+    ``cut(cycle(y), freq)``, whose levels are the cycles for a series of a year or more).
+    Harmonics and dummies together are collinear, so ``season`` requires ``order=0``.
     """
+    if season and order > 0:
+        raise ValueError("season dummies and harmonics are collinear: use season=True with order=0")
     order = min(int(axis.freq), int(order))
     t = axis.time
     columns = [np.ones_like(t)]
@@ -73,5 +112,8 @@ def build_design(axis: TimeAxis, order: int, trend: bool) -> Design:
         sin, sin_names = sin[:-1], sin_names[:-1]
     columns += cos + sin
     names += cos_names + sin_names
+    if season:
+        columns += list(season_contrasts(axis.freq)[season_cycle(axis)].T)
+        names += season_names(axis.freq)
     matrix = np.ascontiguousarray(np.stack(columns, axis=1), dtype=np.float64)
     return Design(matrix=matrix, names=tuple(names), order=order, trend_centre=centre, trend_scale=scale)

@@ -18,6 +18,8 @@ import math
 
 import numpy as np
 
+from . import bai_perron
+from .ols import ALIAS_PIVOT_TOL, solve_in_order  # noqa: F401 (ALIAS_PIVOT_TOL: the cpu engine's)
 from .plan import PERFECT_FIT_RTOL
 
 HISTORY_METHODS = ("all", "ROC", "BP")
@@ -25,56 +27,6 @@ HISTORY_METHODS = ("all", "ROC", "BP")
 #: Boundary level of the ROC test: strucchange's ``boundary(efp)`` always uses its
 #: default alpha = 0.05, and R's ``uniroot`` returns this value.
 ROC_LAMBDA_05 = 0.947898101732124
-
-#: Equilibrated Gram pivot below which a column counts as aliased in the recursive
-#: residuals. R's QR (``lm.fit``) uses 1e-7 on |r_jj| / ||x_j||, i.e. 1e-14 on this squared
-#: scale, but pivots computed from a Gram matrix carry rounding errors of that size on
-#: exactly singular starts (two dates a whole number of years apart), so engines could
-#: disagree; 1e-10 (as the monitoring fit's SINGULAR_PIVOT_TOL) decides robustly.
-ALIAS_PIVOT_TOL = 1e-10
-
-
-def solve_in_order(gram: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Least-squares coefficients from normal equations, dropping aliased columns like R.
-
-    Columns are taken in order; a column whose equilibrated Cholesky pivot (``1 - R^2`` on
-    the columns kept before it) is below :data:`ALIAS_PIVOT_TOL` is aliased: coefficient 0
-    and zero rows/columns in the returned inverse (R ``lm.fit`` with LINPACK pivoting,
-    as strucchange's ``recresid`` uses on rank-deficient starts).
-
-    Returns ``(beta, inverse)``.
-    """
-    k = gram.shape[0]
-    d = np.sqrt(np.abs(np.diag(gram)))
-    if np.all(d > 0):  # the common full-rank case: one factorisation
-        try:
-            chol = np.linalg.cholesky(gram / np.outer(d, d))
-            if np.min(np.diag(chol)) ** 2 >= ALIAS_PIVOT_TOL:
-                inverse = np.linalg.inv(gram)
-                return inverse @ rhs, inverse
-        except np.linalg.LinAlgError:
-            pass
-    keep: list[int] = []
-    for j in range(k):
-        if gram[j, j] <= 0:
-            continue
-        cols = keep + [j]
-        d = np.sqrt(np.diag(gram)[cols])
-        corr = gram[np.ix_(cols, cols)] / np.outer(d, d)
-        try:
-            chol = np.linalg.cholesky(corr)
-        except np.linalg.LinAlgError:
-            continue
-        if chol[-1, -1] ** 2 >= ALIAS_PIVOT_TOL:
-            keep.append(j)
-    inverse = np.zeros((k, k))
-    beta = np.zeros(k)
-    if keep:
-        sub = np.linalg.inv(gram[np.ix_(keep, keep)])
-        inverse[np.ix_(keep, keep)] = sub
-        beta[keep] = sub @ rhs[keep]
-    return beta, inverse
-
 
 def recursive_residuals(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Recursive residuals ``w_r`` for r = k+1..n: the standardised one-step-ahead
@@ -140,52 +92,6 @@ def roc_history_start(X: np.ndarray, y: np.ndarray, level: float) -> tuple[int, 
     return m + 1 - first, False  # forward 0-based row one after the crossing
 
 
-def segment_rss_table(X: np.ndarray, y: np.ndarray, h: int) -> np.ndarray:
-    """``rss[i, j]``: OLS residual sum of squares of rows ``i..j`` (inclusive, 0-based), for
-    segments of at least ``h`` rows (NaN elsewhere), from prefix sums of X'X, X'y, y'y.
-
-    A singular segment's RSS uses the pseudo-inverse (the projection, hence the RSS, is
-    unique whatever the aliasing).
-    """
-    n, k = X.shape
-    yc = y - y.mean()  # centring keeps y'y - b'X'y free of cancellation
-    cxx = np.concatenate([np.zeros((1, k, k)), np.cumsum(X[:, :, None] * X[:, None, :], axis=0)])
-    cxy = np.concatenate([np.zeros((1, k)), np.cumsum(X * yc[:, None], axis=0)])
-    cyy = np.concatenate([[0.0], np.cumsum(yc * yc)])
-    i, j = np.triu_indices(n, k=h - 1)
-    gram = cxx[j + 1] - cxx[i]
-    xy = cxy[j + 1] - cxy[i]
-    beta = np.einsum("sab,sb->sa", np.linalg.pinv(gram, hermitian=True), xy)
-    rss = np.full((n, n), np.nan)
-    rss[i, j] = np.maximum(cyy[j + 1] - cyy[i] - np.einsum("sa,sa->s", beta, xy), 0.0)
-    return rss
-
-
-def optimal_breakpoints(rss: np.ndarray, n: int, h: int, max_breaks: int) -> list[list[int]]:
-    """Bai–Perron dynamic programme: for m = 0..max_breaks, the breakpoints (index of the
-    last row of each segment but the last) minimising the total segment RSS
-    (strucchange ``breakpoints`` / ``extract.breaks``; ties go to the earliest)."""
-    # best[m][i]: minimal RSS of rows 0..i split into m+1 segments; arg[m][i]: last break
-    best = np.full((max_breaks + 1, n), np.inf)
-    arg = np.full((max_breaks + 1, n), -1, dtype=np.int64)
-    best[0, h - 1 :] = rss[0, h - 1 :]
-    for m in range(1, max_breaks + 1):
-        for i in range((m + 1) * h - 1, n):
-            candidates = np.arange(m * h - 1, i - h + 1)  # last row of the m-th segment
-            totals = best[m - 1, candidates] + rss[candidates + 1, i]
-            pick = int(np.argmin(totals))
-            best[m, i], arg[m, i] = totals[pick], candidates[pick]
-    solutions = [[]]
-    for m in range(1, max_breaks + 1):
-        if not np.isfinite(best[m, n - 1]):
-            break
-        breaks = [int(arg[m, n - 1])]
-        for level in range(m - 1, 0, -1):
-            breaks.insert(0, int(arg[level, breaks[0]]))
-        solutions.append(breaks)
-    return solutions
-
-
 def bp_history_start(X: np.ndarray, y: np.ndarray) -> tuple[int, bool]:
     """BP stable-history start: one row after the last breakpoint chosen by BIC, and
     whether Bai–Perron could not run.
@@ -197,16 +103,12 @@ def bp_history_start(X: np.ndarray, y: np.ndarray) -> tuple[int, bool]:
     h = 6 * k
     if h > n // 2:
         return 0, True
-    max_breaks = math.ceil(n / h) - 2
-    rss = segment_rss_table(X, y, h)
-    solutions = optimal_breakpoints(rss, n, h, max(max_breaks, 0))
-    best_bic, best_breaks = np.inf, []
-    for m, breaks in enumerate(solutions):
-        bounds = [-1] + breaks + [n - 1]
-        total = sum(rss[a + 1, b] for a, b in zip(bounds[:-1], bounds[1:]))
-        bic = n * (math.log(total) + 1.0 - math.log(n) + math.log(2.0 * math.pi)) + math.log(n) * (k + 1) * (m + 1)
-        if bic < best_bic:
-            best_bic, best_breaks = bic, breaks
+    max_breaks = max(math.ceil(n / h) - 2, 0)
+    rss = bai_perron.segment_rss_triangle(X, y, h)
+    solutions = bai_perron.optimal_breakpoints(rss, n, h, max_breaks)
+    totals = np.array([bai_perron.total_rss(rss, breaks, n) for breaks in solutions])
+    bic, _ = bai_perron.information_criteria(totals, n, k)
+    best_breaks = solutions[int(np.argmin(bic))]
     return (best_breaks[-1] + 1 if best_breaks else 0), False
 
 

@@ -1,0 +1,222 @@
+"""cpu engine of BFAST Lite: one numba kernel, parallel over blocks of pixels.
+
+Per pixel, the steps of the reference (:mod:`tscube.bfast._lite_reference`) in one
+pass with per-thread buffers: compaction of the valid observations, the optional
+OLS-MOSUM pre-test, the Bai–Perron triangle and programme of
+:mod:`tscube.bfast._cpu_bai_perron` (shared with ``history="BP"``), the criteria, the
+segment fits (QR, R's aliasing) and the magnitudes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ._cpu_bai_perron import breaks_of, minus_2_loglik, optimal_partition, partition_rss, qr_fit_in_order, rss_triangle
+from .bai_perron import LWZ_FACTOR, LWZ_POWER
+from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
+from .lite_result import BfastLiteStatus, empty_lite_outputs
+from .plan import PERFECT_FIT_RTOL, kernel_nodata
+
+_LWZ, _BIC, _RSS, _ALL, _NUMBER = range(len(SELECTIONS))
+
+
+@njit(cache=True)
+def _interp(x, xp, fp):
+    """np.interp for increasing ``xp``, constant beyond the ends."""
+    if x <= xp[0]:
+        return fp[0]
+    for i in range(1, xp.shape[0]):
+        if x <= xp[i]:
+            return fp[i - 1] + (fp[i] - fp[i - 1]) * (x - xp[i - 1]) / (xp[i] - xp[i - 1])
+    return fp[-1]
+
+
+@njit(cache=True)
+def _pretest_pvalue(X, rows, y, n, h, Q, R, idx, beta, P, e, table, table_h, table_p):
+    k = X.shape[1]
+    nk = qr_fit_in_order(X, rows, y, 0, 1, n, Q, R, idx, beta, P)
+    mean = 0.0
+    for i in range(n):
+        v = y[i]
+        for a in range(k):
+            v -= X[rows[i], a] * beta[a]
+        e[i] = v
+        mean += v
+    mean /= n
+    ss = 0.0
+    for i in range(n):
+        ss += (e[i] - mean) ** 2
+    sigma = math.sqrt(ss / (n - 1)) * math.sqrt((n - 1) / (n - nk))
+    fraction = round(h) / n if h > 1 else h
+    nh = int(math.floor(n * fraction))
+    window = 0.0
+    for i in range(nh):
+        window += e[i]
+    stat = abs(window)
+    for t in range(1, n - nh + 1):
+        window += e[t + nh - 1] - e[t - 1]
+        stat = max(stat, abs(window))
+    stat /= sigma * math.sqrt(n)
+    hh = min(max(fraction, table_h[0]), table_h[-1])
+    crit = np.empty(5)
+    probs = np.empty(5)
+    crit[0], probs[0] = 0.0, 1.0
+    for c in range(4):
+        crit[c + 1] = _interp(hh, table_h, table[:, c])
+        probs[c + 1] = table_p[c]
+    return _interp(stat, crit, probs)
+
+
+@njit(parallel=True, cache=True)
+def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
+                 max_cap, level, interval, table, table_h, table_p, block,
+                 status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
+                 magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale):
+    T, P = values.shape
+    k = X.shape[1]
+    n_blocks = (P + block - 1) // block
+    for ib in prange(n_blocks):
+        rows = np.empty(T, dtype=np.int64)
+        y = np.empty(T)
+        w = np.empty(T)
+        Q = np.empty((T, k))
+        R = np.empty((k, k))
+        idx = np.empty(k, dtype=np.int64)
+        beta = np.empty(k)
+        Pinv = np.empty((k, k))
+        Px = np.empty(k)
+        rss = np.empty((T, T))
+        breaks = np.empty(T, dtype=np.int64)
+        for p in range(ib * block, min(P, (ib + 1) * block)):
+            n = 0
+            for t in range(T):
+                v = np.float64(values[t, p])
+                rows[n] = t
+                y[n] = v
+                n += (v == v) & (not math.isinf(v)) & ((not has_nodata) | (v != nodata))
+            n_obs[p] = n
+            if n == 0:
+                status[p] = BfastLiteStatus.ALL_MISSING
+                continue
+            nh = int(math.floor(n * (round(h_param) / n if h_param > 1 else h_param)))
+            if level > 0 and n > k and 1 <= nh < n:  # else R fails; the checks below flag it
+                pv = _pretest_pvalue(X, rows, y, n, h_param, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
+                pretest_p[p] = pv
+                if pv > level:
+                    status[p] = BfastLiteStatus.STABLE_BY_PRETEST
+                    continue
+            h = int(math.floor(n * h_param)) if h_param < 1 else int(h_param)
+            h_obs[p] = h
+            if h <= k:
+                status[p] = BfastLiteStatus.SEGMENT_TOO_SHORT
+                continue
+            if h > n // 2:
+                status[p] = BfastLiteStatus.TOO_FEW_OBSERVATIONS
+                continue
+            M = (n + h - 1) // h - 2
+            if M == 0:
+                status[p] = BfastLiteStatus.NO_ROOM_FOR_BREAK
+                continue
+            if selection == _NUMBER:
+                M = min(M, n_asked)
+            if max_cap > 0:
+                M = min(M, max_cap)
+            max_breaks[p] = M
+            rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, Pinv, Px)
+            best = np.empty((M + 1, n))
+            arg = np.empty((M + 1, n), dtype=np.int64)
+            optimal_partition(rss, n, h, M, best, arg)
+            pick = M
+            pick_value = np.inf
+            lwz_penalty = LWZ_FACTOR * math.log(n) ** LWZ_POWER
+            for m in range(M + 1):
+                breaks_of(arg, m, n, breaks)
+                total = partition_rss(rss, breaks, m, n)
+                ll = minus_2_loglik(total, n) if total > 0 else -np.inf
+                bic = ll + math.log(n) * (k + 1) * (m + 1)
+                lwz = ll + lwz_penalty * (k + 1) * (m + 1)
+                if m < rss_out.shape[0]:
+                    rss_out[m, p] = total
+                    bic_out[m, p] = bic
+                    lwz_out[m, p] = lwz
+                value = lwz if selection == _LWZ else (bic if selection == _BIC else total)
+                if selection <= _RSS and value < pick_value:
+                    pick_value = value
+                    pick = m
+            y_scale = 0.0
+            for i in range(n):
+                y_scale = max(y_scale, abs(y[i]))
+            if not math.sqrt(max(rss[0, n - 1], 0.0) / (n - k)) > PERFECT_FIT_RTOL * y_scale:
+                status[p] = BfastLiteStatus.PERFECT_FIT
+                continue
+            m = pick
+            breaks_of(arg, m, n, breaks)
+            n_breaks[p] = m
+            for l in range(m):
+                break_index[l, p] = rows[breaks[l]]
+                break_time[l, p] = time[rows[breaks[l]]]
+            start = 0
+            for s in range(m + 1):
+                end = breaks[s] if s < m else n - 1
+                nk = qr_fit_in_order(X, rows, y, start, 1, end - start + 1, Q, R, idx, beta, Pinv)
+                kept = np.zeros(k, dtype=np.bool_)
+                for a in range(nk):
+                    kept[idx[a]] = True
+                slope = beta[trend_col] if trend_col >= 0 and kept[trend_col] else 0.0
+                for a in range(k):
+                    coefficients[s, p, a] = beta[a] if kept[a] else np.nan
+                if trend_col >= 0:  # R's parametrisation: the raw trend, 1-based
+                    coefficients[s, p, 0] = beta[0] - slope / trend_scale * trend_centre
+                    if kept[trend_col]:
+                        coefficients[s, p, trend_col] = slope / trend_scale
+                start = end + 1
+            if trend_col < 0:
+                continue
+            wdw = int(math.floor(n * interval)) if interval < 1 else int(interval)
+            for l in range(m):
+                b = breaks[l]
+                a0 = coefficients[l, p, 0]
+                b0 = coefficients[l, p, trend_col]
+                a1 = coefficients[l + 1, p, 0]
+                b1 = coefficients[l + 1, p, trend_col]
+                before = a0 + b0 * trend_raw[rows[b]]
+                after = a1 + b1 * trend_raw[rows[b + 1]]
+                lo = max(b - wdw, 0)
+                hi = min(b + wdw, n - 1)
+                s2 = 0.0
+                sa = 0.0
+                s1 = 0.0
+                for r in range(lo, hi + 1):
+                    tr = trend_raw[rows[r]]
+                    d = (a1 + b1 * tr) - (a0 + b0 * tr)
+                    s2 += d * d
+                    sa += abs(d)
+                    s1 += d
+                cnt = hi - lo + 1
+                magnitudes[l, p, 0] = before
+                magnitudes[l, p, 1] = after
+                magnitudes[l, p, 2] = after - before
+                magnitudes[l, p, 3] = math.sqrt(s2 / cnt)
+                magnitudes[l, p, 4] = sa / cnt
+                magnitudes[l, p, 5] = s1 / cnt
+
+
+def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
+    """Engine entry point: ``values`` (T, P) -> the outputs of :func:`empty_lite_outputs`."""
+    _, n_pixels = values.shape
+    design = plan.design
+    out = empty_lite_outputs(n_pixels, plan.break_slots, design.k, plan.n_models)
+    nodata, has_nodata = kernel_nodata(values, plan.nodata)
+    trend_col = design.names.index("trend") if "trend" in design.names else -1
+    _lite_kernel(
+        values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
+        plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
+        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, 4,
+        out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
+        out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
+        out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale,
+    )
+    return out

@@ -1,0 +1,97 @@
+"""Least squares on normal equations with R's in-order aliasing (LINPACK pivoting)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Equilibrated Gram pivot below which a column counts as aliased in the recursive
+#: residuals. R's QR (``lm.fit``) uses 1e-7 on |r_jj| / ||x_j||, i.e. 1e-14 on this squared
+#: scale, but pivots computed from a Gram matrix carry rounding errors of that size on
+#: exactly singular starts (two dates a whole number of years apart), so engines could
+#: disagree; 1e-10 (as the monitoring fit's SINGULAR_PIVOT_TOL) decides robustly.
+ALIAS_PIVOT_TOL = 1e-10
+
+
+def fit_in_order(gram: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Least-squares coefficients from normal equations, dropping aliased columns like R.
+
+    Columns are taken in order; a column whose equilibrated Cholesky pivot (``1 - R^2`` on
+    the columns kept before it) is below :data:`ALIAS_PIVOT_TOL` is aliased: coefficient 0
+    and zero rows/columns in the returned inverse (R ``lm.fit`` with LINPACK pivoting,
+    as strucchange's ``recresid`` uses on rank-deficient starts).
+
+    Returns ``(beta, inverse, kept)``, ``kept`` a boolean mask of the non-aliased columns.
+    """
+    k = gram.shape[0]
+    d = np.sqrt(np.abs(np.diag(gram)))
+    if np.all(d > 0):  # the common full-rank case: one factorisation
+        try:
+            chol = np.linalg.cholesky(gram / np.outer(d, d))
+            if np.min(np.diag(chol)) ** 2 >= ALIAS_PIVOT_TOL:
+                inverse = np.linalg.inv(gram)
+                return inverse @ rhs, inverse, np.ones(k, dtype=bool)
+        except np.linalg.LinAlgError:
+            pass
+    keep: list[int] = []
+    for j in range(k):
+        if gram[j, j] <= 0:
+            continue
+        cols = keep + [j]
+        d = np.sqrt(np.diag(gram)[cols])
+        corr = gram[np.ix_(cols, cols)] / np.outer(d, d)
+        try:
+            chol = np.linalg.cholesky(corr)
+        except np.linalg.LinAlgError:
+            continue
+        if chol[-1, -1] ** 2 >= ALIAS_PIVOT_TOL:
+            keep.append(j)
+    inverse = np.zeros((k, k))
+    beta = np.zeros(k)
+    if keep:
+        sub = np.linalg.inv(gram[np.ix_(keep, keep)])
+        inverse[np.ix_(keep, keep)] = sub
+        beta[keep] = sub @ rhs[keep]
+    kept = np.zeros(k, dtype=bool)
+    kept[keep] = True
+    return beta, inverse, kept
+
+
+def solve_in_order(gram: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(beta, inverse)`` of :func:`fit_in_order`."""
+    beta, inverse, _ = fit_in_order(gram, rhs)
+    return beta, inverse
+
+
+#: R's ``lm.fit`` tolerance: a column is aliased when the norm of its part orthogonal to
+#: the columns kept before it is below this fraction of its own norm (LINPACK ``dqrdc2``).
+LM_FIT_TOL = 1e-7
+
+
+def fit_in_order_qr(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`fit_in_order` from the design itself, by Householder QR: R's exact aliasing
+    rule (:data:`LM_FIT_TOL` on the column norms), which normal equations cannot resolve
+    (it is 1e-14 on their squared scale). Used where near-aliased columns are common:
+    seasonal dummies on segments that miss some levels.
+
+    Returns ``(beta, inverse, kept)`` as :func:`fit_in_order`.
+    """
+    k = X.shape[1]
+    norms = np.linalg.norm(X, axis=0)
+    keep: list[int] = []
+    if X.shape[0] >= k and np.all(norms > 0) and np.all(np.abs(np.diag(np.linalg.qr(X, mode="r"))) >= LM_FIT_TOL * norms):
+        keep = list(range(k))  # full rank: no column aliased
+    for j in range(k if not keep else 0):
+        if norms[j] == 0:
+            continue
+        r = np.linalg.qr(X[:, keep + [j]], mode="r")
+        if abs(r[-1, -1]) >= LM_FIT_TOL * norms[j]:
+            keep.append(j)
+    beta, inverse = np.zeros(k), np.zeros((k, k))
+    if keep:
+        q, r = np.linalg.qr(X[:, keep])
+        r_inv = np.linalg.inv(r)
+        beta[keep] = r_inv @ (q.T @ y)
+        inverse[np.ix_(keep, keep)] = r_inv @ r_inv.T
+    kept = np.zeros(k, dtype=bool)
+    kept[keep] = True
+    return beta, inverse, kept
