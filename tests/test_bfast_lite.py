@@ -237,3 +237,46 @@ def test_bad_input_raises():
         bfast_lite(data, np.r_[t[:30], t[29:59]], freq=23)
     with pytest.raises(TypeError, match="dtype"):
         bfast_lite(data.astype(bool), t, freq=23)
+
+
+def test_xarray_equals_numpy_and_keeps_the_grid():
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("dask")
+    import pandas as pd
+
+    data, _, _ = planted_cube(12, 120, 0.3, seed=1)
+    dates = pd.date_range("2000-01-01", periods=120, freq="16D")
+    da = xr.DataArray(data.reshape(120, 3, 4), dims=("time", "y", "x"),
+                      coords={"time": dates, "y": [30.0, 20.0, 10.0], "x": [1.0, 2.0, 3.0, 4.0]}).chunk({"x": 2})
+    ds = bfast_lite(da, criteria=True, max_breaks=3)
+    assert ds["break_time"].dims == ("break", "y", "x") and ds.sizes["break"] == 3
+    assert ds["intercept"].dims == ("segment", "y", "x") and ds.sizes["model"] == 4
+    ds = ds.compute()
+    expected = bfast_lite(data.reshape(120, 3, 4), dates, criteria=True, max_breaks=3)
+    np.testing.assert_array_equal(ds["n_breaks"].values, expected.n_breaks)
+    np.testing.assert_array_equal(ds["break_index"].values, expected.break_index)
+    np.testing.assert_array_equal(ds["magnitude_rmsd"].values, expected.magnitude_of("rmsd"))
+    np.testing.assert_array_equal(ds["slope"].values, expected.slope)
+    np.testing.assert_array_equal(ds["lwz"].values, expected.lwz)
+    np.testing.assert_array_equal(ds["y"].values, [30.0, 20.0, 10.0])
+    assert ds.attrs["tscube_function"] == "bfast_lite"
+
+
+def test_plots_show_every_break():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from tscube.plot import lite_maps, plot_lite_pixel, result_maps
+
+    data, t, truth = planted_cube(12, 200, 0.2, seed=11)
+    cube = data.reshape(200, 3, 4)
+    result = bfast_lite(cube, t, freq=23)
+    fig = lite_maps(result)
+    assert len(fig.axes) == 6  # three maps and their colour bars
+    assert result_maps(result).axes[0].get_title() == "number of breaks"
+    fig = plot_lite_pixel(cube, t, x=1, y=0, freq=23)
+    lines = [line.get_gid() for line in fig.axes[0].lines]
+    n = int(result.n_breaks[0, 1])
+    assert lines.count("break") == n and lines.count("fit") == n + 1
+    assert fig.tscube_result.n_breaks[0] == n

@@ -293,3 +293,68 @@ def test_cli_dates_refuse_ambiguous_or_invalid_forms(text):
 
     with pytest.raises(ValueError, match="is not a date \\(YYYY-MM-DD\\), a decimal year or YEAR,CYCLE"):
         _parse_when(text, "start")
+
+
+def _lite_bands(result, B):
+    """bfast_lite outputs as the GeoTIFF bands of `tscube breaks`."""
+    bands = {"n_breaks": result.n_breaks, "status": result.status, "magnitude": result.magnitude}
+    for b in range(B):
+        found = b < result.break_time.shape[0]
+        bands[f"break_time_{b + 1}"] = result.break_time[b] if found else np.full(result.n_breaks.shape, np.nan)
+        bands[f"magnitude_diff_{b + 1}"] = (result.magnitude_of("diff")[b] if found
+                                            else np.full(result.n_breaks.shape, np.nan))
+    bands["intercept_1"] = result.intercept[0]
+    return bands
+
+
+def test_breaks_folder_to_geotiff(tmp_path, folder, cube):
+    from tscube import bfast_lite
+
+    raw, dates = cube
+    out = tmp_path / "lite.tif"
+    result = tscube("breaks", folder, "--freq", 23, "--h", 0.25, "-o", out, "--engine", ENGINE, "--memory", "20kB")
+    assert result.exit_code == 0, result.output
+    assert "BFAST Lite" in result.output and "written" in result.output
+    expected = bfast_lite(raw, dates, freq=23, h=0.25, nodata=NODATA, engine=ENGINE)
+    assert expected.has_break[:2, :2].all()
+    B = len([n for n in rioxarray.open_rasterio(out).attrs["long_name"] if n.startswith("break_time_")])
+    assert B >= int(expected.n_breaks.max())
+    assert_geotiff_equals(out, _lite_bands(expected, B), CRS, TRANSFORM)
+    figure = tmp_path / "lite.png"
+    shown = tscube("plot", out, "-o", figure)
+    assert shown.exit_code == 0, shown.output
+    assert figure.stat().st_size > 10_000
+
+
+def test_breaks_zarr_options_and_resume(tmp_path, folder, cube):
+    from tscube import bfast_lite
+
+    raw, dates = cube
+    out = tmp_path / "lite.zarr"
+    args = ("breaks", folder, "--freq", 23, "--order", 1, "--h", 12, "--breaks", "BIC", "--level", 0.05,
+            "--criteria", "-o", out, "--no-progress")
+    result = tscube(*args)
+    assert result.exit_code == 0, result.output
+    expected = bfast_lite(raw, dates, freq=23, order=1, h=12, breaks="BIC", level=0.05, criteria=True, nodata=NODATA)
+    back = xr.open_zarr(out)
+    np.testing.assert_array_equal(back["n_breaks"].values, expected.n_breaks)
+    m = expected.break_time.shape[0]
+    np.testing.assert_array_equal(back["break_time"].values[:m], expected.break_time)
+    np.testing.assert_allclose(back["slope"].values[: m + 1], expected.slope, rtol=1e-12)
+    np.testing.assert_allclose(back["bic"].values[: expected.bic.shape[0]], expected.bic, rtol=1e-12)
+    assert back.attrs["tscube_function"] == "bfast_lite" and back.attrs["breaks"] == "BIC"
+    again = tscube(*args)
+    assert again.exit_code == 0 and "nothing to compute" in again.output, again.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--breaks", "AIC"), "breaks must be"),
+    (("--season",), "collinear"),
+    (("--h", "1.5"), "whole"),
+])
+def test_breaks_bad_options_fail_cleanly(tmp_path, folder, args, message):
+    out = tmp_path / "lite.tif"
+    result = tscube("breaks", folder, "--freq", 23, "-o", out, *args)
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output
+    assert not out.exists()

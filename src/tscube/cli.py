@@ -340,6 +340,58 @@ def monitor(
                            empty_reason="Check --nodata, the input's nodata value and --start.")
 
 
+@app.command("breaks")
+def breaks_command(
+    input_path: InputCube,
+    output: Annotated[Path, typer.Option("-o", "--output", help=(
+        "Result file: .tif (a band per output, break and statistic), .nc or .zarr."))],
+    dates: DatesFile = None,
+    date_pattern: DatePattern = None,
+    variable: Variable = None,
+    freq: Freq = None,
+    order: Order = 3,
+    no_trend: NoTrend = False,
+    season: Annotated[bool, typer.Option("--season", help="Seasonal dummies instead of harmonics (needs --order 0).")] = False,
+    h: Annotated[float, typer.Option("--h", help="Minimum segment size: a fraction of the observations, or a number of them.")] = 0.15,
+    breaks: Annotated[str, typer.Option(help="Number of breaks: LWZ, BIC, RSS, all, or a number.")] = "LWZ",
+    max_breaks: Annotated[Optional[int], typer.Option(help="Consider at most this many breaks.")] = None,
+    level: Annotated[float, typer.Option(help="OLS-MOSUM pre-test level (0: no pre-test).")] = 0.0,
+    criteria: Annotated[bool, typer.Option("--criteria", help="Also write RSS, BIC and LWZ per number of breaks.")] = False,
+    nodata: Nodata = None,
+    engine: Annotated[str, typer.Option(help="auto, reference or cpu.")] = "auto",
+    workers: Workers = None,
+    scheduler: Scheduler = None,
+    memory: Memory = None,
+    progress: Progress = True,
+    overwrite: Overwrite = False,
+) -> None:
+    """BFAST Lite: every break of every pixel (R bfastlite), with times, magnitudes and segment trends.
+
+    Resumable, as monitor.
+    """
+    from .bfast import BfastLiteStatus
+    from .xr import bfast_lite_xarray
+
+    with _clean_errors():
+        _check_output(output)
+        breaks_value = int(breaks) if re.fullmatch(r"-?\d+", breaks.strip()) else breaks.strip()
+        da = _open_input(input_path, dates, date_pattern, variable, memory)
+        typer.echo(f"{input_path.name}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
+                   f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
+        template = bfast_lite_xarray(
+            da, freq=freq, order=order, trend=not no_trend, season=season, h=h, breaks=breaks_value,
+            max_breaks=max_breaks, level=level, magnitude_interval=0.1, criteria=criteria, nodata=nodata,
+            engine=engine, memory=memory)
+        typer.echo(f"BFAST Lite ({template.attrs['engine']} engine), up to {template.sizes['break']} breaks per pixel")
+        params = dict(freq=freq, order=order, trend=not no_trend, season=season, h=h, breaks=breaks, max_breaks=max_breaks,
+                      level=level, criteria=criteria, nodata=nodata, engine=engine, variable=variable,
+                      date_pattern=date_pattern)
+        with dask_client(workers, scheduler) as client:
+            _run_resumable(template, output, command="breaks", params=params, input_path=input_path, da=da,
+                           status_enum=BfastLiteStatus, overwrite=overwrite, progress=progress, client=client,
+                           empty_reason="Check --nodata, the input's nodata value and --h.")
+
+
 @app.command("stl")
 def stl_command(
     input_path: InputCube,
@@ -381,7 +433,7 @@ def stl_command(
 
 @app.command("plot")
 def plot_command(
-    result_path: Path = typer.Argument(..., metavar="RESULT", help="Result of monitor or stl: .tif, .nc or .zarr."),
+    result_path: Path = typer.Argument(..., metavar="RESULT", help="Result of monitor, breaks or stl: .tif, .nc or .zarr."),
     output: Path = typer.Option(..., "-o", "--output", help="PNG (or .pdf/.svg) to write."),
     start_index: int = typer.Option(0, "--start-index", help="Which start of a multi-start result to map."),
     width: Width = 1100,
@@ -389,7 +441,8 @@ def plot_command(
     dpi: Dpi = 100,
     title: Optional[str] = typer.Option(None, help="Title prefix of the maps (default: the result's file name)."),
 ) -> None:
-    """Quick-look maps of a result: break year + magnitude (monitor), trend slope + seasonal amplitude (stl)."""
+    """Quick-look maps of a result: break year + magnitude (monitor), number, year and magnitude of
+    breaks (breaks), trend slope + seasonal amplitude (stl)."""
     from .plot import read_result, result_maps
 
     with _clean_errors():

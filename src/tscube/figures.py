@@ -75,14 +75,16 @@ def read_result(path):
     raise ValueError(f"result {path.name}: unsupported file type {suffix!r} (use .tif, .nc or .zarr)")
 
 def _function_of(result) -> str:
-    """``"bfast_monitor"`` or ``"stl"``: which algorithm made ``result``."""
+    """``"bfast_monitor"``, ``"bfast_lite"`` or ``"stl"``: which algorithm made ``result``."""
     attrs = getattr(result, "attrs", {}) or {}
     name = attrs.get("tscube_function") or attrs.get("tscube_tscube_function")
-    if name in ("bfast_monitor", "stl"):
+    if name in ("bfast_monitor", "bfast_lite", "stl"):
         return name
     names = set(getattr(result, "data_vars", {}) or {}) or set(vars(result) if hasattr(result, "__dict__") else ())
     if type(result).__name__ == "StlResult" or {"trend_slope", "seasonal_amplitude"} <= names:
         return "stl"
+    if type(result).__name__ == "BfastLiteResult" or "n_breaks" in names:
+        return "bfast_lite"
     if type(result).__name__ == "BfastMonitorResult" or "break_time" in names:
         return "bfast_monitor"
     raise ValueError("result is neither a BFAST Monitor nor an STL result (no break_time or trend_slope variable)")

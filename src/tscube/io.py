@@ -485,7 +485,9 @@ def _remove(tmp: Path) -> None:
 
 
 def _geotiff_bands(ds):
-    """The per-pixel variables of ``ds`` as bands (a ``start`` dim gives one band per start)."""
+    """The per-pixel variables of ``ds`` as bands: a ``start`` dim gives one band per start
+    (``NAME_start0``, ...), another single extra dim one band per coordinate value
+    (``break_time_1``, ...)."""
     spatial = (ds.rio.y_dim, ds.rio.x_dim)
     bands, names, skipped = [], [], []
     for name, variable in ds.data_vars.items():
@@ -497,6 +499,10 @@ def _geotiff_bands(ds):
             for i in range(variable.sizes["start"]):
                 bands.append(variable.isel(start=i, drop=True))
                 names.append(f"{name}_start{i}")
+        elif len(extra) == 1 and extra[0] in ds.coords:
+            for i, label in enumerate(np.asarray(ds[extra[0]].values)):
+                bands.append(variable.isel({extra[0]: i}, drop=True))
+                names.append(f"{name}_{label}")
         else:
             skipped.append(str(name))
     if skipped:

@@ -2,10 +2,12 @@
 
 * :func:`break_maps`: BFAST Monitor break-date map (one discrete colour per year) and
   magnitude map (diverging colours centred on 0);
+* :func:`lite_maps`: BFAST Lite number of breaks, year and magnitude of the largest break;
 * :func:`stl_maps`: STL trend-slope and seasonal-amplitude maps;
-* :func:`result_maps`: whichever of the two fits a result;
+* :func:`result_maps`: whichever of these fits a result;
 * :func:`plot_pixel`: one pixel's series, fitted season-trend model, monitoring start,
-  break, and the MOSUM process with its boundary (like R's ``plot.bfastmonitor``).
+  break, and the MOSUM process with its boundary (like R's ``plot.bfastmonitor``);
+* :func:`plot_lite_pixel`: one pixel's series with every segment's fit and break.
 
 Maps take in-memory results (:class:`~tscube.bfast.BfastMonitorResult`,
 :class:`~tscube.stl.StlResult`) and :class:`xarray.Dataset` results, also those read
@@ -16,15 +18,18 @@ Every function returns the matplotlib figure; save it with ``fig.savefig(path)``
 
 from __future__ import annotations
 
-from .bfast._plot import break_maps, plot_pixel
+from .bfast._plot import break_maps, lite_maps, plot_lite_pixel, plot_pixel
 from .figures import FLAGGED_GREY, NO_BREAK_GREY, _function_of, locate_pixel, read_result  # noqa: F401
 from .stl._plot import stl_maps
 
-__all__ = ["break_maps", "plot_pixel", "read_result", "result_maps", "stl_maps"]
+__all__ = ["break_maps", "lite_maps", "plot_lite_pixel", "plot_pixel", "read_result", "result_maps", "stl_maps"]
 
 
 def result_maps(result, **kwargs):
-    """:func:`break_maps` or :func:`stl_maps`, whichever fits ``result``."""
+    """:func:`break_maps`, :func:`lite_maps` or :func:`stl_maps`, whichever fits ``result``."""
+    if _function_of(result) == "bfast_lite":
+        kwargs.pop("start_index", None)
+        return lite_maps(result, **kwargs)
     if _function_of(result) == "stl":
         kwargs.setdefault("title", "STL")
         kwargs.pop("start_index", None)

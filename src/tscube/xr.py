@@ -1,6 +1,6 @@
 """The xarray and dask API of tscube in one place (a facade of layer 4).
 
-:func:`bfast_monitor_xarray` and :func:`stl_xarray` run the algorithms over an
+:func:`bfast_monitor_xarray`, :func:`bfast_lite_xarray` and :func:`stl_xarray` run the algorithms over an
 :class:`xarray.DataArray` with a ``time`` dimension, lazily per dask chunk (``memory``
 bounds a chunk's bytes, ``client`` computes on a dask cluster) and return
 :class:`xarray.Dataset` results with the input's coordinates and CRS. They live with
@@ -11,7 +11,7 @@ any other per-pixel function can use too. See ``docs/io.md``.
 
 from __future__ import annotations
 
-from .bfast._xarray import bfast_monitor_xarray
+from .bfast._xarray import bfast_lite_xarray, bfast_monitor_xarray
 from .stl._xarray import stl_xarray
 from .xarray_blocks import (OutputSpec, apply_time_series, chunks_fit, is_xarray, parse_memory,
                             partial_block, serialisable_attrs, time_coordinate)
@@ -19,6 +19,7 @@ from .xarray_blocks import (OutputSpec, apply_time_series, chunks_fit, is_xarray
 __all__ = [
     "OutputSpec",
     "apply_time_series",
+    "bfast_lite_xarray",
     "bfast_monitor_xarray",
     "chunks_fit",
     "is_xarray",

@@ -25,6 +25,20 @@ _BFAST_VARIABLE_ATTRS = {
     "boundary": dict(long_name="OLS-MOSUM boundary"),
 }
 
+def _with_dates(da, dates, time_dim):
+    """``da`` with ``dates`` as its time coordinate (if given), and the dates as NumPy."""
+    if dates is not None:
+        if time_dim not in da.dims:
+            raise ValueError(f"data has no {time_dim!r} dimension (dims: {', '.join(map(str, da.dims))})")
+        if len(dates) != da.sizes[time_dim]:
+            raise ValueError(f"dates has {len(dates)} entries but data has {da.sizes[time_dim]} along {time_dim!r}")
+        da = da.assign_coords({time_dim: pd.DatetimeIndex(pd.to_datetime(dates)) if _datetime_like(dates) else np.asarray(dates, dtype=float)})
+    axis_dates = time_coordinate(da, time_dim)
+    if isinstance(axis_dates, pd.DatetimeIndex):
+        axis_dates = axis_dates.to_numpy()
+    return da, axis_dates
+
+
 def _bfast_block(series, *, dates, start, kwargs):
     from .monitor import bfast_monitor
 
@@ -63,15 +77,7 @@ def bfast_monitor_xarray(da, start, *, dates=None, time_dim: str = "time", clien
     from .monitor import bfast_monitor
     from .result import OUTPUT_DTYPES, BfastStatus
 
-    if dates is not None:
-        if time_dim not in da.dims:
-            raise ValueError(f"data has no {time_dim!r} dimension (dims: {', '.join(map(str, da.dims))})")
-        if len(dates) != da.sizes[time_dim]:
-            raise ValueError(f"dates has {len(dates)} entries but data has {da.sizes[time_dim]} along {time_dim!r}")
-        da = da.assign_coords({time_dim: pd.DatetimeIndex(pd.to_datetime(dates)) if _datetime_like(dates) else np.asarray(dates, dtype=float)})
-    axis_dates = time_coordinate(da, time_dim)
-    if isinstance(axis_dates, pd.DatetimeIndex):
-        axis_dates = axis_dates.to_numpy()
+    da, axis_dates = _with_dates(da, dates, time_dim)
     kwargs = dict(kwargs)
     engine = kwargs.pop("engine", "auto")
 
@@ -113,4 +119,82 @@ def bfast_monitor_xarray(da, start, *, dates=None, time_dim: str = "time", clien
     )
     attrs["start_input"] = [str(s) for s in start] if many else str(start)
     ds.attrs.update(serialisable_attrs(dict(tscube_function="bfast_monitor", **attrs)))
+    return ds
+
+
+#: CF-style attributes of the BFAST Lite output variables.
+_LITE_VARIABLE_ATTRS = {
+    "n_breaks": dict(long_name="number of breaks"),
+    "magnitude": dict(long_name="trend change (after - before) of the break with the largest |change|"),
+    "break_time": dict(long_name="time of the last observation before each break", units="decimal year"),
+    "break_index": dict(long_name="time index of the last observation before each break (-1: none)"),
+    "magnitude_before": dict(long_name="trend of the segment before the break, at the break"),
+    "magnitude_after": dict(long_name="trend of the segment after the break, at the next observation"),
+    "magnitude_diff": dict(long_name="after - before"),
+    "magnitude_rmsd": dict(long_name="RMS difference of the two trend lines around the break"),
+    "magnitude_mad": dict(long_name="mean absolute difference of the two trend lines around the break"),
+    "magnitude_md": dict(long_name="mean difference of the two trend lines around the break"),
+    "intercept": dict(long_name="intercept of each segment (R's parametrisation)"),
+    "slope": dict(long_name="trend slope of each segment", units="per time-grid step"),
+    "n_obs": dict(long_name="valid observations"),
+    "h_obs": dict(long_name="minimum segment size", units="observations"),
+    "max_breaks": dict(long_name="largest number of breaks considered"),
+    "pretest_p": dict(long_name="p-value of the OLS-MOSUM pre-test"),
+    "rss": dict(long_name="RSS of the best model with m breaks"),
+    "bic": dict(long_name="BIC of the best model with m breaks"),
+    "lwz": dict(long_name="LWZ of the best model with m breaks"),
+}
+
+
+def _lite_block(series, *, plan, engine, criteria):
+    from .lite import named_outputs, run_engine
+
+    return named_outputs(run_engine(series, plan, engine), plan, criteria)
+
+
+def bfast_lite_xarray(da, *, dates=None, time_dim: str = "time", client=None, memory=None, criteria: bool = False,
+                      engine: str = "auto", freq=None, **kwargs):
+    """:func:`tscube.bfast_lite` over an :class:`xarray.DataArray`, lazily with dask.
+
+    Parameters are those of :func:`bfast_monitor_xarray` (``dates``, ``time_dim``,
+    ``client``, ``memory``) and of :func:`tscube.bfast_lite` (``order``, ``season``, ``h``,
+    ``breaks``, ``max_breaks``, ``level``, ``criteria``, ``freq``, ``nodata``, ``engine``).
+
+    Returns
+    -------
+    xarray.Dataset
+        Per pixel ``n_breaks``, ``status``, ``magnitude``, ``n_obs``, ``h_obs``,
+        ``max_breaks``, ``pretest_p``; over a ``break`` dimension (1..B, B the most breaks
+        any pixel can get, or ``max_breaks``) ``break_time``, ``break_index`` and the six
+        ``magnitude_*`` statistics; over ``segment`` (1..B+1) ``intercept`` and ``slope``;
+        with ``criteria=True`` over ``model`` (m = 0..B) ``rss``, ``bic``, ``lwz``.
+    """
+    from ..timeaxis import build_time_axis
+    from .lite import CRITERIA_OUTPUTS, LITE_OUTPUTS, lite_attrs, make_lite_plan
+    from .lite_result import BfastLiteStatus
+
+    da, axis_dates = _with_dates(da, dates, time_dim)
+    plan = make_lite_plan(build_time_axis(axis_dates, freq), **kwargs)
+    if engine not in ("auto", "reference", "cpu"):
+        raise ValueError(f"engine must be one of 'auto', 'reference', 'cpu'; got {engine!r}")
+    attrs = lite_attrs(plan, engine)
+    outputs = dict(LITE_OUTPUTS, **(CRITERIA_OUTPUTS if criteria else {}))
+    specs = [OutputSpec(name, dtype, dims) for name, (dtype, dims) in outputs.items()]
+    B = plan.break_slots
+    sizes = {"break": B, "segment": B + 1, **({"model": B + 1} if criteria else {})}
+    coords = {"break": np.arange(1, B + 1), "segment": np.arange(1, B + 2), **({"model": np.arange(B + 1)} if criteria else {})}
+    ds = apply_time_series(
+        da, partial_block(_lite_block, plan=plan, engine=engine, criteria=bool(criteria)), specs,
+        time_dim=time_dim, sizes=sizes, coords=coords, memory=memory,
+        bytes_per_value=40.0, client=client, serialize=attrs["engine"] == "cpu",
+    )
+    for name, variable_attrs in _LITE_VARIABLE_ATTRS.items():
+        if name in ds:
+            ds[name].attrs.update(variable_attrs)
+    ds["status"].attrs.update(
+        long_name="pixel status (tscube.BfastLiteStatus)",
+        flag_values=[int(s) for s in BfastLiteStatus],
+        flag_meanings=" ".join(s.name for s in BfastLiteStatus),
+    )
+    ds.attrs.update(serialisable_attrs(dict(tscube_function="bfast_lite", **attrs)))
     return ds

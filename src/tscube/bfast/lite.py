@@ -205,6 +205,8 @@ def bfast_lite(
         from ._xarray import bfast_lite_xarray
 
         return bfast_lite_xarray(data, dates=dates, **options, **xarray_options)
+    if engine not in ("auto", *LITE_ENGINES):
+        raise ValueError(f"engine must be one of 'auto', {', '.join(map(repr, LITE_ENGINES))}; got {engine!r}")
     if xarray_options:
         raise TypeError(f"bfast_lite() got options only valid for xarray input: {', '.join(xarray_options)}")
     if dates is None:
