@@ -27,6 +27,11 @@ from .ols import LM_FIT_TOL
 #: Exact refits after the first full-rank fit, every k rows.
 _REFITS = 2
 
+#: Segments start from one fit of their first h rows by prefix sums only when h is at
+#: least this many times k: the Gram of fewer rows is too ill-conditioned for normal
+#: equations (h = 9 rows for k = 8 loses 1e-5 of the RSS); they take the recursion.
+_SUMS_MIN_ROWS = 3
+
 
 @njit(cache=True)
 def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
@@ -98,7 +103,11 @@ def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
 def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P, Px):
     """Recursive residuals (strucchange ``recresid``) of ``count`` compacted rows from
     position ``first`` by ``step`` (+1 forward, -1 reversed): ``count - k`` values to
-    ``out``. Returns the number of rows of the first full-rank fit (``count + 1`` if none)."""
+    ``out``. Returns the number of rows of the first full-rank fit (``count + 1`` if none).
+
+    The products with ``P`` are taken row by row as R does: from the ill-conditioned
+    ``k``-row start ``P`` is not symmetric to working precision, and the transposed (axpy)
+    form, which vectorises, loses up to 1e-3 of a short segment's RSS there."""
     k = X.shape[1]
     full_at = count + 1
     for i in range(k, count):
@@ -130,34 +139,223 @@ def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P,
 
 
 @njit(cache=True)
-def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px):
-    """``rss[i, j]`` = R's RSS of compacted rows ``i..j`` for every segment start the
-    programme can use (0 and ``h..n-h``) and end ``j >= i + h - 1``."""
+def first_rows_full_rank(X, rows, i, Q):
+    """Whether the ``k`` rows from compacted position ``i`` have full rank by R's rule
+    (modified Gram–Schmidt, twice, on the columns in order)."""
     k = X.shape[1]
+    for j in range(k):
+        norm = 0.0
+        for r in range(k):
+            v = X[rows[i + r], j]
+            Q[r, j] = v
+            norm += v * v
+        for _ in range(2):
+            for c in range(j):
+                dot = 0.0
+                for r in range(k):
+                    dot += Q[r, c] * Q[r, j]
+                for r in range(k):
+                    Q[r, j] -= dot * Q[r, c]
+        rest = 0.0
+        for r in range(k):
+            rest += Q[r, j] * Q[r, j]
+        if norm == 0.0 or not math.sqrt(rest) >= LM_FIT_TOL * math.sqrt(norm):
+            return False
+        rest = math.sqrt(rest)
+        for r in range(k):
+            Q[r, j] /= rest
+    return True
+
+
+@njit(cache=True)
+def _prefix_sums(X, rows, y, n, S, U, YY):
+    """Cumulative X'X, X'y and y'y of the compacted rows (y centred on its mean)."""
+    k = X.shape[1]
+    mean = 0.0
+    for i in range(n):
+        mean += y[i]
+    mean /= n
+    for a in range(k):
+        U[0, a] = 0.0
+        for b in range(k):
+            S[0, a, b] = 0.0
+    YY[0] = 0.0
+    for i in range(n):
+        r = rows[i]
+        v = y[i] - mean
+        for a in range(k):
+            U[i + 1, a] = U[i, a] + X[r, a] * v
+            for b in range(k):
+                S[i + 1, a, b] = S[i, a, b] + X[r, a] * X[r, b]
+        YY[i + 1] = YY[i] + v * v
+    return mean
+
+
+@njit(cache=True)
+def _fit_from_sums(S, U, YY, mean, i, j, beta, P, L):
+    """Least squares of compacted rows ``i..j-1`` from the prefix sums (Cholesky): the
+    coefficients and the inverse Gram in ``beta``, ``P``; returns the RSS, or -1 if the
+    Gram is not positive definite."""
+    k = beta.shape[0]
+    for a in range(k):
+        for b in range(a + 1):
+            s = S[j, a, b] - S[i, a, b]
+            for m in range(b):
+                s -= L[a, m] * L[b, m]
+            if a == b:
+                if not s > 0.0:
+                    return -1.0
+                L[a, a] = math.sqrt(s)
+            else:
+                L[a, b] = s / L[b, b]
+    # L^{-1} into P's lower triangle, column by column
+    for c in range(k):
+        for a in range(k):
+            P[a, c] = 0.0
+        P[c, c] = 1.0 / L[c, c]
+        for a in range(c + 1, k):
+            s = 0.0
+            for m in range(c, a):
+                s -= L[a, m] * P[m, c]
+            P[a, c] = s / L[a, a]
+    # (X'X)^{-1} = L^{-T} L^{-1}, formed in L's storage, then copied symmetric into P
+    for a in range(k):
+        for b in range(a + 1):
+            s = 0.0
+            for m in range(a, k):
+                s += P[m, a] * P[m, b]
+            L[a, b] = s
+    for a in range(k):
+        for b in range(a + 1):
+            P[a, b] = L[a, b]
+            P[b, a] = L[a, b]
+    rss = YY[j] - YY[i]
+    for a in range(k):
+        s = 0.0
+        for b in range(k):
+            s += P[a, b] * (U[j, b] - U[i, b])
+        beta[a] = s
+        rss -= s * (U[j, a] - U[i, a])
+    beta[0] += mean  # the centring of y moves the intercept only (column 0 is ones)
+    return max(rss, 0.0)
+
+
+@njit(cache=True)
+def _update(X, rows, y, first, step, count, total, beta, P, Px, out):
+    """Sherman–Morrison updates of the fit ``beta``, ``P`` over ``count`` compacted rows
+    from ``first`` by ``step``; ``out[c]`` = ``total`` + the squared recursive residuals
+    of the rows so far (the RSS of the growing segment). For a well-conditioned start
+    (``h >= 3k`` rows): the products with the symmetric ``P`` in the transposed (axpy)
+    form, which the compiler vectorises."""
+    k = X.shape[1]
+    for c in range(count):
+        pos = first + step * c
+        r = rows[pos]
+        for a in range(k):
+            Px[a] = 0.0
+        pred = 0.0
+        for b in range(k):
+            xb = X[r, b]
+            pred += xb * beta[b]
+            for a in range(k):
+                Px[a] += P[b, a] * xb
+        f = 1.0
+        for a in range(k):
+            f += X[r, a] * Px[a]
+        err = y[pos] - pred
+        total += err * err / f
+        out[c] = total
+        g = err / f
+        inv_f = 1.0 / f
+        for a in range(k):
+            beta[a] += Px[a] * g
+        for a in range(k):
+            pa = Px[a] * inv_f
+            for b in range(k):
+                P[a, b] -= pa * Px[b]
+
+
+@njit(cache=True)
+def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
+    """``rss[i, j]`` = R's RSS of compacted rows ``i..j`` for the segments the programme
+    can use: starts 0 and ``h..n-2h``, ends ``i+h-1..n-h-1`` (a segment that more
+    segments follow) and ``n-1`` (the last segment).
+
+    Where the first ``k`` rows of a segment have full rank (R's rule), its RSS is least
+    squares; for ``h >= 3k`` the first ``h`` rows are then fitted at once from prefix
+    sums of X'X and X'y (``S``, ``U``, ``YY``; well conditioned, unlike the ``k``-row
+    start of a recursion) and every further row is a Sherman–Morrison update. Each start
+    runs only to row ``n-h-1``: the RSS of every last segment ``i..n-1`` comes from one
+    pass backwards from an exact (QR) fit of the last ``h`` rows (least squares does not
+    depend on the order of the rows). Starts whose first rows are rank deficient, and
+    every start for ``h < 3k``, take R's recursion with its restricted residuals
+    (:func:`recursive_residuals`), to the end."""
+    k = X.shape[1]
+    fast = h >= _SUMS_MIN_ROWS * k
+    backwards = False
+    mean = 0.0
+    if fast:
+        mean = _prefix_sums(X, rows, y, n, S, U, YY)
+        if qr_fit_in_order(X, rows, y, n - 1, -1, h, Q, R, idx, beta, P) == k:
+            backwards = True
+            total = 0.0
+            for pos in range(n - h, n):
+                e = y[pos]
+                for a in range(k):
+                    e -= X[rows[pos], a] * beta[a]
+                total += e * e
+            rss[n - h, n - 1] = total
+            _update(X, rows, y, n - h - 1, -1, n - h, total, beta, P, Px, w)
+            for c in range(n - h):
+                rss[n - h - 1 - c, n - 1] = w[c]
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
-        count = n - i
-        recursive_residuals(X, rows, y, i, 1, count, w, Q, R, idx, beta, P, Px)
-        total = 0.0
-        for j in range(k, count):
-            total += w[j - k] * w[j - k]
-            rss[i, i + j] = total
+        last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
+        if fast and first_rows_full_rank(X, rows, i, Q):
+            if last_only and backwards:
+                continue
+            stop = (n - h) if backwards else n
+            base = _fit_from_sums(S, U, YY, mean, i, i + h, beta, P, R)
+            if base >= 0.0:
+                rss[i, i + h - 1] = base
+                _update(X, rows, y, i + h, 1, stop - i - h, base, beta, P, Px, w)
+                for c in range(stop - i - h):
+                    rss[i, i + h + c] = w[c]
+                continue
+        _forward(X, rows, y, n, i, n - i, rss, w, Q, R, idx, beta, P, Px)
+
+
+@njit(cache=True)
+def _forward(X, rows, y, n, i, count, rss, w, Q, R, idx, beta, P, Px):
+    """Forward recursive residuals of rows ``i..i+count-1`` into ``rss[i, .]``."""
+    k = X.shape[1]
+    full_at = recursive_residuals(X, rows, y, i, 1, count, w, Q, R, idx, beta, P, Px)
+    total = 0.0
+    for j in range(k, count):
+        total += w[j - k] * w[j - k]
+        rss[i, i + j] = total
+    return full_at
 
 
 @njit(cache=True)
 def optimal_partition(rss, n, h, max_breaks, best, arg):
     """Bai–Perron dynamic programme: ``best[m, i]`` the least RSS of rows ``0..i`` in
     ``m + 1`` segments of at least ``h`` rows, ``arg[m, i]`` the last row of its m-th
-    segment (the earliest on ties). Rows ``0..max_breaks`` of ``best``/``arg`` are set."""
+    segment (the earliest on ties). Rows ``0..max_breaks`` of ``best``/``arg`` are set,
+    for the ends ``i`` that can matter: ``i <= n - h - 1`` (more segments follow) and
+    ``i = n - 1``."""
     for m in range(max_breaks + 1):
         for i in range(n):
             best[m, i] = np.inf
             arg[m, i] = -1
-    for i in range(h - 1, n):
+    for i in range(h - 1, n - h):
         best[0, i] = rss[0, i]
+    best[0, n - 1] = rss[0, n - 1]
     for m in range(1, max_breaks + 1):
         for i in range((m + 1) * h - 1, n):
+            if n - h <= i < n - 1:
+                continue  # no segment fits after row i
             for j in range(m * h - 1, i - h + 1):
                 total = best[m - 1, j] + rss[j + 1, i]
                 if total < best[m, i]:

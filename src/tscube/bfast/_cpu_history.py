@@ -202,7 +202,8 @@ def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px):
     if h > n // 2:
         return -1  # Bai–Perron cannot run: all rows kept, the pixel flagged
     max_breaks = max(0, (n + h - 1) // h - 2)
-    rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px)
+    rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, np.empty((n + 1, k, k)), np.empty((n + 1, k)),
+                 np.empty(n + 1))
     best = np.empty((max_breaks + 1, n))
     arg = np.empty((max_breaks + 1, n), dtype=np.int64)
     optimal_partition(rss, n, h, max_breaks, best, arg)

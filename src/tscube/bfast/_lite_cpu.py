@@ -89,6 +89,9 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
         Pinv = np.empty((k, k))
         Px = np.empty(k)
         rss = np.empty((T, T))
+        S = np.empty((T + 1, k, k))
+        U = np.empty((T + 1, k))
+        YY = np.empty(T + 1)
         breaks = np.empty(T, dtype=np.int64)
         for p in range(ib * block, min(P, (ib + 1) * block)):
             n = 0
@@ -125,7 +128,7 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
             if max_cap > 0:
                 M = min(M, max_cap)
             max_breaks[p] = M
-            rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, Pinv, Px)
+            rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, Pinv, Px, S, U, YY)
             best = np.empty((M + 1, n))
             arg = np.empty((M + 1, n), dtype=np.int64)
             optimal_partition(rss, n, h, M, best, arg)
