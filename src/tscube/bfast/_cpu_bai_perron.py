@@ -2,13 +2,16 @@
 
 Same rules as :mod:`tscube.bfast.bai_perron` (the reference), organised for speed:
 
-* the segment RSS triangle row by row: for each segment start, the recursive residuals
-  of the rows after it by rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}`` and the
-  coefficients, ``RSS(i, j)`` their running sum of squares. While the first rows of a
-  segment are rank deficient, each step is a full fit by modified Gram–Schmidt QR that
-  drops aliased columns by R's ``lm.fit`` rule (a column's orthogonal part below 1e-7 of
-  its norm), as strucchange's ``recresid`` does; two exact refits after the first
-  full-rank one keep the updates' rounding below what could move a breakpoint;
+* the segment RSS triangle, only where the programme reads it, row by row: for each
+  segment start a fit of its first ``h`` rows from prefix sums of X'X and X'y, then
+  rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}`` and the coefficients, ``RSS(i, j)``
+  the running sum of squared recursive residuals; the last segments from one pass
+  backwards. Where R's recursion differs from least squares (the first ``k`` rows of a
+  segment rank deficient) or the start is ill-conditioned, the recursion itself: while
+  the first rows are rank deficient each step is a full fit by modified Gram–Schmidt QR
+  that drops aliased columns by R's ``lm.fit`` rule (a column's orthogonal part below
+  1e-7 of its norm), as strucchange's ``recresid`` does, and two exact refits after the
+  first full-rank one keep the updates' rounding below what could move a breakpoint;
 * the dynamic programme over segment ends, ties to the earliest break.
 
 Shared by ``bfast_monitor(history="BP")`` (:mod:`tscube.bfast._cpu_history`) and BFAST
@@ -27,10 +30,12 @@ from .ols import LM_FIT_TOL
 #: Exact refits after the first full-rank fit, every k rows.
 _REFITS = 2
 
-#: Segments start from one fit of their first h rows by prefix sums only when h is at
-#: least this many times k: the Gram of fewer rows is too ill-conditioned for normal
-#: equations (h = 9 rows for k = 8 loses 1e-5 of the RSS); they take the recursion.
-_SUMS_MIN_ROWS = 3
+#: A segment starts from one fit of its first h rows by prefix sums (normal equations)
+#: only when every equilibrated Cholesky pivot of their Gram (1 - R^2 of a column on the
+#: ones before it) is at least this: cond(X'X) below ~1e5 k, so the fit loses < 1e-10.
+#: Shorter or collinear starts (h = 9 rows for k = 8 would lose 1e-3 of the RSS) take the
+#: recursion from k rows with exact QR refits, as R.
+_SUMS_MIN_PIVOT = 1e-5
 
 
 @njit(cache=True)
@@ -195,7 +200,7 @@ def _prefix_sums(X, rows, y, n, S, U, YY):
 def _fit_from_sums(S, U, YY, mean, i, j, beta, P, L):
     """Least squares of compacted rows ``i..j-1`` from the prefix sums (Cholesky): the
     coefficients and the inverse Gram in ``beta``, ``P``; returns the RSS, or -1 if the
-    Gram is not positive definite."""
+    Gram is too ill-conditioned for that (:data:`_SUMS_MIN_PIVOT`)."""
     k = beta.shape[0]
     for a in range(k):
         for b in range(a + 1):
@@ -203,7 +208,7 @@ def _fit_from_sums(S, U, YY, mean, i, j, beta, P, L):
             for m in range(b):
                 s -= L[a, m] * L[b, m]
             if a == b:
-                if not s > 0.0:
+                if not s >= _SUMS_MIN_PIVOT * (S[j, a, a] - S[i, a, a]):
                     return -1.0
                 L[a, a] = math.sqrt(s)
             else:
@@ -282,40 +287,30 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
     segments follow) and ``n-1`` (the last segment).
 
     Where the first ``k`` rows of a segment have full rank (R's rule), its RSS is least
-    squares; for ``h >= 3k`` the first ``h`` rows are then fitted at once from prefix
-    sums of X'X and X'y (``S``, ``U``, ``YY``; well conditioned, unlike the ``k``-row
-    start of a recursion) and every further row is a Sherman–Morrison update. Each start
+    squares: the first ``h`` rows are then fitted at once from prefix sums of X'X and X'y
+    (``S``, ``U``, ``YY``), when their Gram is well conditioned (unlike the ``k``-row
+    start of a recursion), and every further row is a Sherman–Morrison update. Each start
     runs only to row ``n-h-1``: the RSS of every last segment ``i..n-1`` comes from one
-    pass backwards from an exact (QR) fit of the last ``h`` rows (least squares does not
-    depend on the order of the rows). Starts whose first rows are rank deficient, and
-    every start for ``h < 3k``, take R's recursion with its restricted residuals
+    pass backwards from a fit of the last ``h`` rows (least squares does not depend on
+    the order of the rows). Starts whose first rows are rank deficient or whose first
+    ``h`` rows are ill-conditioned take R's recursion with its restricted residuals
     (:func:`recursive_residuals`), to the end."""
     k = X.shape[1]
-    fast = h >= _SUMS_MIN_ROWS * k
-    backwards = False
-    mean = 0.0
-    if fast:
-        mean = _prefix_sums(X, rows, y, n, S, U, YY)
-        if qr_fit_in_order(X, rows, y, n - 1, -1, h, Q, R, idx, beta, P) == k:
-            backwards = True
-            total = 0.0
-            for pos in range(n - h, n):
-                e = y[pos]
-                for a in range(k):
-                    e -= X[rows[pos], a] * beta[a]
-                total += e * e
-            rss[n - h, n - 1] = total
-            _update(X, rows, y, n - h - 1, -1, n - h, total, beta, P, Px, w)
-            for c in range(n - h):
-                rss[n - h - 1 - c, n - 1] = w[c]
+    mean = _prefix_sums(X, rows, y, n, S, U, YY)
+    backwards = _fit_from_sums(S, U, YY, mean, n - h, n, beta, P, R)
+    if backwards >= 0.0:  # the last segments, from one pass backwards
+        rss[n - h, n - 1] = backwards
+        _update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, P, Px, w)
+        for c in range(n - h):
+            rss[n - h - 1 - c, n - 1] = w[c]
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
         last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
-        if fast and first_rows_full_rank(X, rows, i, Q):
-            if last_only and backwards:
+        if first_rows_full_rank(X, rows, i, Q):
+            if last_only and backwards >= 0.0:
                 continue
-            stop = (n - h) if backwards else n
+            stop = (n - h) if backwards >= 0.0 else n
             base = _fit_from_sums(S, U, YY, mean, i, i + h, beta, P, R)
             if base >= 0.0:
                 rss[i, i + h - 1] = base
