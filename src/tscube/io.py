@@ -7,6 +7,9 @@
 * a multi-band GeoTIFF (dates from the band descriptions, or a dates file);
 * a NetCDF (``.nc``) or Zarr (``.zarr``) store with a time coordinate.
 
+:func:`open_stac` (from :mod:`tscube.stac`) makes such a cube of a spectral index from
+STAC items: Sentinel-2 / Landsat scenes, cloud-masked, merged per day.
+
 :func:`write_result` writes a result :class:`xarray.Dataset` by the output suffix:
 ``.tif``/``.tiff`` (one band per variable), ``.nc`` (h5netcdf) or ``.zarr``, atomically
 (written next to the target, then renamed). All IO goes through rioxarray, rasterio,
@@ -24,11 +27,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .stac import StacError, is_stac_source, open_stac  # STAC catalogs (tscube[stac]), re-exported here
+from .xarray_blocks import BYTES_PER_VALUE
+
 __all__ = [
     "CubeError",
     "DEFAULT_DATE_PATTERN",
     "date_from_name",
     "open_cube",
+    "open_stac",
     "read_dates",
     "write_result",
 ]
@@ -49,9 +56,6 @@ _STRFTIME_DIGITS = {"%Y": r"\d{4}", "%y": r"\d{2}", "%m": r"\d{2}", "%d": r"\d{2
 _DATE_TAGS = ("TIFFTAG_DATETIME", "ACQUISITION_DATE", "acquisition_date", "DATE", "date", "time", "TIME",
               "DATE_ACQUIRED", "datetime")
 
-#: Bytes one input value costs while an algorithm processes it (float64 copy, engine
-#: work arrays, outputs); divides the ``memory`` budget into pixels per chunk.
-BYTES_PER_VALUE = 48
 
 
 class CubeError(ValueError):
@@ -180,19 +184,9 @@ def _chunked(da, memory, time_dim="time"):
 
 def _block_shape(n_times: int, rows: int, cols: int, memory) -> tuple[int, int]:
     """Rows and columns of the pixel chunks for a cube of ``n_times`` dates under ``memory``."""
-    import dask
-    from dask.array.core import normalize_chunks
+    from .xarray_blocks import pixel_block_shape
 
-    from .xarray_blocks import parse_memory
-
-    budget = parse_memory(memory)
-    if budget is None:
-        limit = dask.utils.parse_bytes(dask.config.get("array.chunk-size"))
-    else:
-        limit = max(1, budget // BYTES_PER_VALUE) * 4  # in float32 input bytes
-    chunks = normalize_chunks((n_times, "auto", "auto"), shape=(n_times, rows, cols), dtype=np.float32,
-                              limit=limit)
-    return max(chunks[1]), max(chunks[2])
+    return pixel_block_shape(n_times, rows, cols, memory, BYTES_PER_VALUE)
 
 
 def _open_geotiff(path: Path, *, chunks=None, masked=True):
