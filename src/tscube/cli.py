@@ -92,8 +92,11 @@ def _one_line(exc: BaseException) -> str:
 @contextmanager
 def _clean_errors():
     """Turn caller errors into a one-line ``error: ...`` message and a non-zero exit code."""
+    from .stac import naming_failed_reads
+
     try:
-        yield
+        with naming_failed_reads():
+            yield
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
     except (ValueError, TypeError, KeyError, OSError) as exc:

@@ -20,8 +20,11 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import re
+import warnings
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["INDICES", "BAND_ASSETS", "MASK_ASSETS", "MERGES", "QA_PIXEL_MASKED_BITS", "SCL_MASKED_CLASSES",
-           "StacError", "describe_stac", "is_stac_source", "open_stac", "read_items"]
+           "StacError", "describe_stac", "is_stac_source", "naming_failed_reads", "open_stac", "read_items"]
 
 
 class StacError(ValueError):
@@ -217,7 +220,7 @@ def _index_recipe(index, parsed) -> tuple[str, tuple[str, ...], Callable]:
     if index.upper() in INDICES:
         return index.upper(), *INDICES[index.upper()]
     if index in BAND_ASSETS or any(index in p for p in parsed):
-        return index, (index,), lambda band: band
+        return index, (index,), lambda band: band  # the band's reflectance
     assets = sorted({str(k[0]) for p in parsed[:1] for k in p.bands})
     raise StacError(f"unknown index {index!r}: use {', '.join(INDICES)}, a band ({', '.join(assets)}) or a function")
 
@@ -400,7 +403,7 @@ def _load(source, *, index, mask, bbox, crs, resolution, groupby, block_shape, p
         reflectances[band] = (raw.astype(np.float64) * xr.DataArray(scale, dims="item")
                               + xr.DataArray(offset, dims="item")).where(valid)
         has_data = has_data & valid
-    values = formula(**reflectances)
+    values = formula(*(reflectances[band] for band in bands))
     masked = xr.zeros_like(has_data)
     if mask_key is not None:
         flags = ds[mask_key]
@@ -414,6 +417,13 @@ def _load(source, *, index, mask, bbox, crs, resolution, groupby, block_shape, p
     keep = has_data & ~masked & np.isfinite(values)
     return _Loaded(values.where(keep).astype(np.float32), masked & has_data, has_data, groups, times, items, name,
                    mask_spec, geobox, (rows, cols))
+
+
+def _reduce(block: np.ndarray, merge: str) -> np.ndarray:
+    """NaN-skipping reduction of a group's scenes over axis 0 (NaN where every scene is)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixels
+        return getattr(np, f"nan{merge}")(block, axis=0).astype(np.float32)
 
 
 def _merge(loaded: _Loaded, merge: str):
@@ -434,7 +444,7 @@ def _merge(loaded: _Loaded, merge: str):
                 plane = dask.array.where(dask.array.isnan(plane), data[i], plane)
             planes.append(plane)
         else:
-            planes.append(getattr(dask.array, f"nan{merge}")(data[group], axis=0))
+            planes.append(data[group].rechunk({0: -1}).map_blocks(_reduce, merge, drop_axis=0, dtype=np.float32))
     rows, cols = loaded.chunks
     return dask.array.stack(planes, axis=0).rechunk((-1, rows, cols)).astype(np.float32)
 
@@ -523,3 +533,36 @@ def describe_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, res
     return {"cube": _as_cube(loaded, _merge(loaded, merge), merge, groupby), "items": len(loaded.items),
             "mask": loaded.mask.describe(),
             "masked_fraction": loaded.masked.sum() / np.maximum(loaded.has_data.sum(), 1)}
+
+
+class _FailedReads(logging.Handler):
+    """Collects the hrefs odc-stac logs when a read fails (rasterio's errors of http reads do not name them)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.hrefs: list[str] = []
+
+    def emit(self, record):
+        if record.args:
+            self.hrefs.append(str(record.args[0]))
+
+
+@contextmanager
+def naming_failed_reads():
+    """Within it, an asset that cannot be read (while a cube is computed in this process)
+    raises a :class:`StacError` naming it, instead of rasterio's bare ``HTTP response code:
+    404``; odc-stac's own log line of the failure is kept for this error."""
+    logger = logging.getLogger("odc.loader._rio")
+    handler, propagate = _FailedReads(), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    except Exception as exc:
+        if not handler.hrefs:
+            raise
+        first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise StacError(f"cannot read asset {handler.hrefs[0]} ({first_line})") from None
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
