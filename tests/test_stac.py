@@ -301,6 +301,31 @@ def test_describe_gives_the_masked_fraction(s2):
     assert fraction == pytest.approx(sum(f.sum() for f in flags) / sum(has_data), rel=1e-12)
 
 
+def test_output_grid_from_crs_and_resolution(s2):
+    coarse = open_stac(s2.path, crs="EPSG:32633", resolution=60)
+    assert coarse.shape == (40, 12, 18) and coarse.rio.resolution() == (60, -60)
+    web = open_stac(s2.path, crs="EPSG:3857", resolution=30)
+    assert web.rio.crs == "EPSG:3857" and web.dtype == np.float32
+    native = open_stac(s2.path)
+    # the same scenes on another grid: about the same share of masked or missing pixels
+    inside = ~np.isnan(web.values).all(axis=0)
+    assert abs(np.isnan(web.values[:, inside]).mean() - np.isnan(native.values).mean()) < 0.05
+    with pytest.raises(StacError, match="give the resolution"):
+        open_stac(s2.path, crs="EPSG:4326")
+    with pytest.raises(StacError, match="is not a CRS"):
+        open_stac(s2.path, crs="EPSG:nope", resolution=1)
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(merge="mode"), "merge must be one of"), (dict(groupby="month"), "groupby must be one of"),
+    (dict(index=3), "index must be"), (dict(index=lambda: 1), "must name the bands"),
+    (dict(mask="qa_pixel"), "has no asset for 'qa_pixel'"),
+])
+def test_bad_options_are_refused(s2, options, message):
+    with pytest.raises(StacError, match=message):
+        open_stac(s2.path, **options)
+
+
 @pytest.mark.parametrize("mask", ["cloudy", "scl:x", "auto:3", "qa_pixel:16", 3])
 def test_bad_masks_are_refused(mask):
     with pytest.raises(StacError, match="mask"):
@@ -371,6 +396,9 @@ def test_stl_and_info_read_stac(served, tmp_path):
     assert "40 dates" in result.output
     with rasterio.open(out) as src:
         assert "trend_slope" in src.descriptions and src.width < 10 and src.crs == "EPSG:32633"
+    pixel = tscube("plot-pixel", url, "--x", 14, "--y", 12, *MONITOR[:-3], "-o", tmp_path / "pixel.png")
+    assert pixel.exit_code == 0, pixel.output
+    assert "pixel row 12, col 14: status OK, break at 2022." in pixel.output  # inside the planted change
 
 
 @pytest.fixture(scope="module")

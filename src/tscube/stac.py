@@ -103,6 +103,39 @@ def _read_json(href: str) -> dict:
         raise StacError(f"cannot read {href} ({reason})") from None
 
 
+def _read_document(href: str) -> list:
+    """The items of the STAC JSON at ``href`` (a path or an http(s) URL)."""
+    import pystac
+
+    if not re.match(r"https?://", href):
+        href = str(Path(href).resolve())
+    data = _read_json(href)
+    if data.get("type") == "FeatureCollection":
+        items = list(pystac.ItemCollection.from_dict(data))
+        for item in items:
+            if item.get_self_href() is None:
+                item.set_self_href(href)  # relative asset hrefs resolve against the file
+        return items
+    try:
+        return _items_of(pystac.read_dict(data, href=href))
+    except (pystac.STACTypeError, KeyError, TypeError, ValueError) as exc:
+        raise StacError(f"{href} is not a STAC catalog, collection, item collection or item ({exc})") from None
+
+
+def _items_of(source) -> list:
+    """The items of a pystac object: an item, a catalog or collection (walked
+    recursively), a ``pystac_client`` search, or an iterable of items."""
+    import pystac
+
+    if isinstance(source, pystac.Item):
+        return [source]
+    if isinstance(source, pystac.Catalog):  # collections are catalogs too
+        return list(source.get_items(recursive=True))
+    if hasattr(source, "items") and callable(source.items):  # pystac_client.ItemSearch
+        return list(source.items())
+    return list(source)
+
+
 def read_items(source) -> list:
     """The ``pystac.Item`` objects of ``source``, with absolute asset hrefs.
 
@@ -113,36 +146,13 @@ def read_items(source) -> list:
     """
     import pystac
 
-    if isinstance(source, (str, Path)):
-        href = str(source)
-        if not re.match(r"https?://", href):
-            href = str(Path(href).resolve())
-        data = _read_json(href)
-        if data.get("type") == "FeatureCollection":
-            items = list(pystac.ItemCollection.from_dict(data))
-            for item in items:
-                if item.get_self_href() is None:
-                    item.set_self_href(href)  # relative asset hrefs resolve against the file
-        else:
-            try:
-                source = pystac.read_dict(data, href=href)
-            except (pystac.STACTypeError, KeyError, TypeError, ValueError) as exc:
-                raise StacError(f"{href} is not a STAC catalog, collection, item collection or item ({exc})") from None
-    if isinstance(source, (str, Path)):
-        pass
-    elif isinstance(source, pystac.Item):
-        items = [source]
-    elif isinstance(source, pystac.Catalog):  # collections are catalogs too
-        items = list(source.get_items(recursive=True))
-    elif hasattr(source, "items") and callable(source.items):  # pystac_client.ItemSearch
-        items = list(source.items())
-    else:
-        items = list(source)
+    is_document = isinstance(source, (str, Path))
+    items = _read_document(str(source)) if is_document else _items_of(source)
     wrong = [type(i).__name__ for i in items if not isinstance(i, pystac.Item)]
     if wrong:
         raise StacError(f"expected STAC items, got {wrong[0]}")
     if not items:
-        raise StacError(f"{source if isinstance(source, (str, Path)) else 'the source'} holds no STAC item")
+        raise StacError(f"{source if is_document else 'the source'} holds no STAC item")
     items = [item.clone() for item in items]
     for item in items:
         item.make_asset_hrefs_absolute()
@@ -353,8 +363,6 @@ class _Loaded:
 
 def _group(parsed, groupby, geobox) -> tuple[list[list[int]], pd.DatetimeIndex]:
     """Items by group, each in (datetime, id) order, and each group's time (its first item's)."""
-    if groupby not in GROUPBYS:
-        raise StacError(f"groupby must be one of {', '.join(GROUPBYS)}, got {groupby!r}")
     ((mid_lon, _),) = geobox.extent.centroid.to_crs("epsg:4326").points  # as odc-stac's solar day
     utc = [pd.Timestamp(p.nominal_datetime).tz_convert(None) if pd.Timestamp(p.nominal_datetime).tzinfo
            else pd.Timestamp(p.nominal_datetime) for p in parsed]
@@ -373,6 +381,9 @@ def _load(source, *, index, mask, bbox, crs, resolution, groupby, block_shape, p
     import odc.stac
     import xarray as xr
 
+    if groupby not in GROUPBYS:
+        raise StacError(f"groupby must be one of {', '.join(GROUPBYS)}, got {groupby!r}")
+    parse_mask(mask)  # its errors before any item is read
     items = read_items(source)
     if crs is not None:
         _crs_name(crs)
@@ -386,7 +397,8 @@ def _load(source, *, index, mask, bbox, crs, resolution, groupby, block_shape, p
     groups, times = _group(parsed, groupby, geobox)
     order = [i for group in groups for i in group]
     items, parsed = [items[i] for i in order], [parsed[i] for i in order]
-    groups = [[order.index(i) for i in group] for group in groups]
+    position = {item: place for place, item in enumerate(order)}
+    groups = [[position[i] for i in group] for group in groups]
     rows, cols = block_shape(len(groups), geobox.shape[0], geobox.shape[1])
 
     odc.stac.configure_rio(cloud_defaults=True)
@@ -430,8 +442,6 @@ def _merge(loaded: _Loaded, merge: str):
     """The index cube with one plane per group: scenes combined by ``merge``."""
     import dask.array
 
-    if merge not in MERGES:
-        raise StacError(f"merge must be one of {', '.join(MERGES)}, got {merge!r}")
     data = loaded.index.data
     planes = []
     for group in loaded.groups:
@@ -502,11 +512,8 @@ def open_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolut
         An item lacks an asset the index needs, the items are in several CRSs and no
         ``crs`` is given, no item meets ``bbox``, an unknown index, mask or merge, ...
     """
-    from .xarray_blocks import pixel_block_shape
-
-    loaded = _load(source, index=index, mask=mask, bbox=bbox, crs=crs, resolution=resolution, groupby=groupby,
-                   block_shape=lambda n, rows, cols: pixel_block_shape(n, rows, cols, memory), patch_url=patch_url)
-    return _as_cube(loaded, _merge(loaded, merge), merge, groupby)
+    return describe_stac(source, index=index, mask=mask, bbox=bbox, crs=crs, resolution=resolution, groupby=groupby,
+                         merge=merge, memory=memory, patch_url=patch_url)["cube"]
 
 
 def _as_cube(loaded: _Loaded, data, merge: str, groupby: str):
@@ -524,10 +531,13 @@ def _as_cube(loaded: _Loaded, data, merge: str, groupby: str):
 
 def describe_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolution=None,
                   groupby: str = "solar_day", merge: str = "first", memory=None, patch_url=None) -> dict:
-    """What :func:`open_stac` would load, for ``tscube info``: the cube (lazy) and, lazily
-    as dask scalars, the fraction of the items' pixels with data that the mask rejects."""
+    """:func:`open_stac` with what ``tscube info`` shows: ``{"cube": the lazy cube,
+    "items": how many, "mask": its description, "masked_fraction": the fraction of the
+    items' pixels with data that the mask rejects (a lazy dask scalar)}``."""
     from .xarray_blocks import pixel_block_shape
 
+    if merge not in MERGES:
+        raise StacError(f"merge must be one of {', '.join(MERGES)}, got {merge!r}")
     loaded = _load(source, index=index, mask=mask, bbox=bbox, crs=crs, resolution=resolution, groupby=groupby,
                    block_shape=lambda n, rows, cols: pixel_block_shape(n, rows, cols, memory), patch_url=patch_url)
     return {"cube": _as_cube(loaded, _merge(loaded, merge), merge, groupby), "items": len(loaded.items),
