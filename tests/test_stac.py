@@ -431,13 +431,18 @@ BAD_STAC = {
     "unknown index": (["--index", "NDXI"], "good", "unknown index 'NDXI'"),
     "bbox not four numbers": (["--bbox", "1,2,3"], "good", "--bbox '1,2,3' is not WEST,SOUTH,EAST,NORTH"),
     "STAC options on a file input": (["--index", "NBR"], "file", "for STAC inputs only"),
+    "catalog URL not found": ([], "absent-url", "cannot read http://127.0.0.1"),
+    "not a STAC document": ([], "not-stac", "is not a STAC catalog"),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD_STAC))
-def test_bad_stac_input_one_error_line_and_no_output(s2, broken, tmp_path, case):
+def test_bad_stac_input_one_error_line_and_no_output(s2, broken, served, tmp_path, case):
     options, which, message = BAD_STAC[case]
-    source = {"good": s2.path, "file": tmp_path}.get(which) or broken[which]
+    (tmp_path / "other.json").write_text('{"type": "Something"}')
+    sources = {"good": s2.path, "file": tmp_path, "absent-url": served[0].replace("catalog.json", "absent.json"),
+               "not-stac": tmp_path / "other.json"}
+    source = sources.get(which) or broken[which]
     out = tmp_path / "out.tif"
     result = tscube("monitor", source, *options, *MONITOR, "-o", out)
     assert result.exit_code == 1, result.output

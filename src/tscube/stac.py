@@ -98,9 +98,9 @@ def _read_json(href: str) -> dict:
         raise FileNotFoundError(f"input {href!r} does not exist") from None
     except json.JSONDecodeError as exc:
         raise StacError(f"{href} is not JSON ({exc})") from None
-    except OSError as exc:  # urllib's HTTPError / URLError are OSErrors
-        reason = getattr(exc, "reason", None) or exc
-        raise StacError(f"cannot read {href} ({reason})") from None
+    except Exception as exc:  # noqa: BLE001 - pystac wraps urllib's errors in a bare Exception
+        cause = exc.__cause__ or exc
+        raise StacError(f"cannot read {href} ({getattr(cause, 'reason', None) or cause})") from None
 
 
 def _read_document(href: str) -> list:
