@@ -449,3 +449,22 @@ def test_bad_stac_input_one_error_line_and_no_output(s2, broken, served, tmp_pat
     errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and message in errors[0], result.output
     assert not out.exists()
+
+
+def test_killed_stac_run_resumes_to_the_same_output(served, tmp_path):
+    """Resumable as for files: killed after a chunk, run again, the output of an uninterrupted run."""
+    import os
+
+    from test_runs import _run_and_kill  # the kill-after-a-chunk helper of the runs tests
+
+    from tscube.runs import RECORD_NAME, chunk_store_path
+
+    args = ["monitor", served[0], *MONITOR, "--memory", "600kB"]
+    whole, out = tmp_path / "whole.tif", tmp_path / "resumed.tif"
+    assert tscube(*args, "-o", whole).exit_code == 0
+    finished = _run_and_kill([*args, "-o", out], chunk_store_path(out) / RECORD_NAME,
+                             dict(os.environ, TSCUBE_TEST_CHUNK_DELAY="0.4"))
+    assert finished >= 1 and not out.exists()
+    result = tscube(*args, "-o", out)
+    assert result.exit_code == 0 and "resuming" in result.output, result.output
+    assert out.read_bytes() == whole.read_bytes()
