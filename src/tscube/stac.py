@@ -345,20 +345,97 @@ def _in_bbox(items, parsed, bbox):
 # the cube
 
 
+@dataclass(frozen=True)
+class _Recipe:
+    """What the block functions need to make the index of every item and merge the groups
+    (plain values and functions, so that dask can send it to workers)."""
+
+    formula: Callable
+    band_slots: tuple[int, ...]      # for each band the formula takes, its position in the blocks
+    nodata: tuple[float, ...]        # per band; the raw value that is missing
+    scales: np.ndarray               # (bands, items), from raster:bands
+    offsets: np.ndarray              # (bands, items)
+    mask: Mask
+    mask_slot: int | None
+    mask_nodata: float | None
+    groups: tuple[tuple[int, ...], ...]
+    merge: str
+
+    def item(self, blocks, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Item ``i``'s index (float32, NaN where masked or missing), mask and has-data planes."""
+        reflectances, has_data = [], True
+        for b, slot in enumerate(self.band_slots):
+            raw = blocks[slot][i]
+            valid = raw != self.nodata[b]
+            reflectances.append(np.where(valid, raw.astype(np.float64) * self.scales[b, i] + self.offsets[b, i], np.nan))
+            has_data = has_data & valid
+        masked = np.zeros(blocks[0][i].shape, bool) if self.mask_slot is None else self._rejected(blocks[self.mask_slot][i])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            values = np.asarray(self.formula(*reflectances), dtype=np.float64)
+        keep = has_data & ~masked & np.isfinite(values)
+        return np.where(keep, values, np.nan).astype(np.float32), masked, has_data
+
+    def _rejected(self, flags: np.ndarray) -> np.ndarray:
+        if self.mask.kind == "scl":
+            rejected = np.isin(flags, self.mask.classes)
+        else:
+            rejected = (flags & sum(1 << b for b in self.mask.bits)) != 0
+        if self.mask_nodata is not None:
+            rejected |= flags == self.mask_nodata
+        return rejected
+
+
+def _cube_block(*blocks, recipe: _Recipe) -> np.ndarray:
+    """One chunk of the cube, ``(groups, rows, cols)`` float32, from the raw blocks
+    ``(items, rows, cols)`` of every asset: each item's index, merged by group."""
+    planes = []
+    for group in recipe.groups:
+        if recipe.merge in ("first", "last"):
+            ordered = group if recipe.merge == "first" else group[::-1]
+            plane = recipe.item(blocks, ordered[0])[0]
+            for i in ordered[1:]:
+                missing = np.isnan(plane)
+                if missing.any():
+                    plane = np.where(missing, recipe.item(blocks, i)[0], plane)
+        else:
+            stack = np.stack([recipe.item(blocks, i)[0] for i in group])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixels
+                plane = getattr(np, f"nan{recipe.merge}")(stack, axis=0).astype(np.float32)
+        planes.append(plane)
+    return np.stack(planes)
+
+
+def _mask_counts_block(*blocks, recipe: _Recipe) -> np.ndarray:
+    """Per pixel of a chunk, ``(2, rows, cols)``: items with data the mask rejects, items with data."""
+    counts = np.zeros((2,) + blocks[0].shape[1:], np.int64)
+    for i in range(blocks[0].shape[0]):
+        _, masked, has_data = recipe.item(blocks, i)
+        counts[0] += masked & has_data
+        counts[1] += has_data
+    return counts
+
+
 @dataclass
 class _Loaded:
-    """The pieces of a STAC cube before it is merged by group."""
+    """The raw assets (lazy) of a STAC cube and how to make the cube of them."""
 
-    index: object          # DataArray (item, y, x) float32, NaN where masked or missing
-    masked: object         # DataArray (item, y, x) bool: data there but rejected by the mask
-    has_data: object       # DataArray (item, y, x) bool: every band has data
-    groups: list[list[int]]
+    blocks: list            # dask arrays (items, y, x) of the raw assets, one chunk per item and pixel block
+    recipe: _Recipe
     times: pd.DatetimeIndex
+    coords: dict            # y and x of the grid
     items: list
     name: str
-    mask: Mask
     geobox: object
-    chunks: tuple[int, int]
+    groupby: str
+
+    def blockwise(self, func, out_ind: str, new_axes: dict, dtype):
+        """``func`` over every pixel block, the item blocks of every asset concatenated."""
+        import dask.array
+
+        args = [arg for block in self.blocks for arg in (block, "iyx")]
+        return dask.array.blockwise(func, out_ind, *args, new_axes=new_axes, concatenate=True, dtype=dtype,
+                                    recipe=self.recipe)
 
 
 def _group(parsed, groupby, geobox) -> tuple[list[list[int]], pd.DatetimeIndex]:
@@ -377,12 +454,17 @@ def _group(parsed, groupby, geobox) -> tuple[list[list[int]], pd.DatetimeIndex]:
     return groups, pd.DatetimeIndex([utc[g[0]] for g in groups]).as_unit("ns")
 
 
-def _load(source, *, index, mask, bbox, crs, resolution, groupby, block_shape, patch_url) -> _Loaded:
+def _nodata(value, default=None):
+    return default if value is None or np.isnan(value) else value
+
+
+def _load(source, *, index, mask, bbox, crs, resolution, groupby, merge, block_shape, patch_url) -> _Loaded:
     import odc.stac
-    import xarray as xr
 
     if groupby not in GROUPBYS:
         raise StacError(f"groupby must be one of {', '.join(GROUPBYS)}, got {groupby!r}")
+    if merge not in MERGES:
+        raise StacError(f"merge must be one of {', '.join(MERGES)}, got {merge!r}")
     parse_mask(mask)  # its errors before any item is read
     items = read_items(source)
     if crs is not None:
@@ -405,58 +487,16 @@ def _load(source, *, index, mask, bbox, crs, resolution, groupby, block_shape, p
     to_load = list(dict.fromkeys(keys + ([mask_key] if mask_key else [])))
     ds = odc.stac.load(items, bands=to_load, geobox=geobox, groupby="id", preserve_original_order=True,
                        chunks={"y": rows, "x": cols}, patch_url=patch_url)
-    ds = ds.rename(time="item").drop_vars("item")
-    reflectances, has_data = {}, True
-    for band, key in zip(bands, keys):
-        raw = ds[key]
-        nodata = raw.attrs.get("nodata")
-        valid = raw != (0 if nodata is None or np.isnan(nodata) else nodata)
-        scale, offset = _scale_offset(items, key)
-        reflectances[band] = (raw.astype(np.float64) * xr.DataArray(scale, dims="item")
-                              + xr.DataArray(offset, dims="item")).where(valid)
-        has_data = has_data & valid
-    values = formula(*(reflectances[band] for band in bands))
-    masked = xr.zeros_like(has_data)
-    if mask_key is not None:
-        flags = ds[mask_key]
-        if mask_spec.kind == "scl":
-            masked = flags.isin(list(mask_spec.classes))
-        else:
-            masked = (flags & sum(1 << b for b in mask_spec.bits)) != 0
-        nodata = flags.attrs.get("nodata")
-        if nodata is not None and not np.isnan(nodata):
-            masked = masked | (flags == nodata)
-    keep = has_data & ~masked & np.isfinite(values)
-    return _Loaded(values.where(keep).astype(np.float32), masked & has_data, has_data, groups, times, items, name,
-                   mask_spec, geobox, (rows, cols))
-
-
-def _reduce(block: np.ndarray, merge: str) -> np.ndarray:
-    """NaN-skipping reduction of a group's scenes over axis 0 (NaN where every scene is)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN pixels
-        return getattr(np, f"nan{merge}")(block, axis=0).astype(np.float32)
-
-
-def _merge(loaded: _Loaded, merge: str):
-    """The index cube with one plane per group: scenes combined by ``merge``."""
-    import dask.array
-
-    data = loaded.index.data
-    planes = []
-    for group in loaded.groups:
-        if len(group) == 1:
-            planes.append(data[group[0]])
-        elif merge in ("first", "last"):
-            ordered = group if merge == "first" else group[::-1]
-            plane = data[ordered[0]]
-            for i in ordered[1:]:
-                plane = dask.array.where(dask.array.isnan(plane), data[i], plane)
-            planes.append(plane)
-        else:
-            planes.append(data[group].rechunk({0: -1}).map_blocks(_reduce, merge, drop_axis=0, dtype=np.float32))
-    rows, cols = loaded.chunks
-    return dask.array.stack(planes, axis=0).rechunk((-1, rows, cols)).astype(np.float32)
+    scale_offset = [_scale_offset(items, key) for key in keys]
+    recipe = _Recipe(
+        formula=formula, band_slots=tuple(to_load.index(key) for key in keys),
+        nodata=tuple(_nodata(ds[key].attrs.get("nodata"), 0) for key in keys),
+        scales=np.array([s for s, _ in scale_offset]), offsets=np.array([o for _, o in scale_offset]),
+        mask=mask_spec, mask_slot=to_load.index(mask_key) if mask_key else None,
+        mask_nodata=_nodata(ds[mask_key].attrs.get("nodata")) if mask_key else None,
+        groups=tuple(tuple(g) for g in groups), merge=merge)
+    return _Loaded([ds[key].data for key in to_load], recipe, times, {"y": ds.y, "x": ds.x}, items, name, geobox,
+                   groupby)
 
 
 def open_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolution=None, groupby: str = "solar_day",
@@ -516,15 +556,15 @@ def open_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolut
                          merge=merge, memory=memory, patch_url=patch_url)["cube"]
 
 
-def _as_cube(loaded: _Loaded, data, merge: str, groupby: str):
+def _as_cube(loaded: _Loaded):
     import rioxarray  # noqa: F401 - the .rio accessor
     import xarray as xr
 
-    coords = {"time": loaded.times, "y": loaded.index.y, "x": loaded.index.x}
-    da = xr.DataArray(data, dims=("time", "y", "x"), coords=coords, name=loaded.name)
+    data = loaded.blockwise(_cube_block, "tyx", {"t": len(loaded.recipe.groups)}, np.float32)
+    da = xr.DataArray(data, dims=("time", "y", "x"), coords={"time": loaded.times, **loaded.coords}, name=loaded.name)
     da = da.rio.write_crs(loaded.geobox.crs.to_wkt()).rio.write_transform(loaded.geobox.affine)
-    da.attrs.update(long_name=loaded.name, stac_index=loaded.name, stac_mask=loaded.mask.describe(),
-                    stac_items=len(loaded.items), stac_merge=merge, stac_groupby=groupby,
+    da.attrs.update(long_name=loaded.name, stac_index=loaded.name, stac_mask=loaded.recipe.mask.describe(),
+                    stac_items=len(loaded.items), stac_merge=loaded.recipe.merge, stac_groupby=loaded.groupby,
                     stac_items_sha256=_items_sha256(loaded.items))
     return da
 
@@ -536,13 +576,13 @@ def describe_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, res
     items' pixels with data that the mask rejects (a lazy dask scalar)}``."""
     from .xarray_blocks import pixel_block_shape
 
-    if merge not in MERGES:
-        raise StacError(f"merge must be one of {', '.join(MERGES)}, got {merge!r}")
     loaded = _load(source, index=index, mask=mask, bbox=bbox, crs=crs, resolution=resolution, groupby=groupby,
-                   block_shape=lambda n, rows, cols: pixel_block_shape(n, rows, cols, memory), patch_url=patch_url)
-    return {"cube": _as_cube(loaded, _merge(loaded, merge), merge, groupby), "items": len(loaded.items),
-            "mask": loaded.mask.describe(),
-            "masked_fraction": loaded.masked.sum() / np.maximum(loaded.has_data.sum(), 1)}
+                   merge=merge, block_shape=lambda n, rows, cols: pixel_block_shape(n, rows, cols, memory),
+                   patch_url=patch_url)
+    cube = _as_cube(loaded)
+    counts = loaded.blockwise(_mask_counts_block, "kyx", {"k": 2}, np.int64).sum(axis=(1, 2))
+    return {"cube": cube, "items": len(loaded.items), "mask": loaded.recipe.mask.describe(),
+            "masked_fraction": counts[0] / np.maximum(counts[1], 1)}
 
 
 class _FailedReads(logging.Handler):
