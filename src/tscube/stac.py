@@ -224,7 +224,8 @@ def _index_recipe(index, parsed) -> tuple[str, tuple[str, ...], Callable]:
         if not bands:
             raise StacError("an index function must name the bands it takes as its parameters, e.g. "
                             "lambda nir, swir16: ...")
-        return getattr(index, "__name__", "index"), bands, index
+        name = getattr(index, "__name__", "<lambda>")
+        return ("index" if name == "<lambda>" else name), bands, index
     if not isinstance(index, str):
         raise StacError(f"index must be a name (NDVI, NBR, NDMI, EVI), a band or a callable, got {index!r}")
     if index.upper() in INDICES:
@@ -512,8 +513,9 @@ def open_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolut
     index : str or callable
         ``"NDVI"``, ``"NBR"``, ``"NDMI"``, ``"EVI"`` (:data:`INDICES`), a band (``"nir"``,
         ``"B8A"``, ...: its reflectance), or a function whose parameter names are the
-        bands it takes, e.g. ``lambda nir, swir16: nir / swir16``. Bands are found by
-        the names in :data:`BAND_ASSETS` (asset keys or ``eo:bands`` common names).
+        bands it takes, e.g. ``lambda nir, swir16: nir / swir16`` (called with one
+        item's float64 NumPy reflectances at a time). Bands are found by the names in
+        :data:`BAND_ASSETS` (asset keys or ``eo:bands`` common names).
     mask : str or None
         ``"auto"`` (``SCL`` when the items have it, else ``QA_PIXEL``), ``"scl"``,
         ``"qa_pixel"``, with ``+snow`` to mask snow too, or explicit classes / bits

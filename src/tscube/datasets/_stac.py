@@ -242,21 +242,24 @@ def serve_folder(folder):
             match = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
             if match is None or not path.is_file():
                 return super().do_GET()
-            data = path.read_bytes()
+            size = path.stat().st_size
             begin = int(match[1])
-            end = min(int(match[2]) if match[2] else len(data) - 1, len(data) - 1)
-            if begin >= len(data):
+            end = min(int(match[2]) if match[2] else size - 1, size - 1)
+            if begin >= size:
                 self.send_response(416)
-                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Range", f"bytes */{size}")
                 self.end_headers()
                 return None
+            with open(path, "rb") as file:
+                file.seek(begin)
+                data = file.read(end - begin + 1)
             self.send_response(206)
             self.send_header("Content-Type", self.guess_type(str(path)))
             self.send_header("Accept-Ranges", "bytes")
-            self.send_header("Content-Range", f"bytes {begin}-{end}/{len(data)}")
-            self.send_header("Content-Length", str(end - begin + 1))
+            self.send_header("Content-Range", f"bytes {begin}-{end}/{size}")
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data[begin:end + 1])
+            self.wfile.write(data)
             return None
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(folder)))
