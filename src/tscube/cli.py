@@ -179,11 +179,15 @@ def _parse_history(text: str):
     return text if text in ("all", "ROC", "BP") else _parse_when(text, "history")
 
 
-def _open_input(source: str, dates_file, date_pattern, variable, memory, stac: "StacInput", describe: bool = False):
+def _open_input(source, dates_file, date_pattern, variable, memory, stac: "StacInput | None" = None,
+                describe: bool = False):
     """The cube of INPUT: a file or folder (open_cube), or a STAC catalog path or URL
-    (open_stac; ``describe``: describe_stac's dict, for ``info``)."""
+    (open_stac with the ``stac`` options; ``describe``: describe_stac's dict, for ``info``)."""
     from .io import is_stac_source, open_cube, open_stac
     from .stac import describe_stac
+
+    source = str(source)
+    stac = stac or StacInput(*(None,) * len(_STAC_INPUT_OPTIONS))
 
     if is_stac_source(source):
         given = [name for name, value in (("--dates", dates_file), ("--date-pattern", date_pattern),
@@ -197,9 +201,9 @@ def _open_input(source: str, dates_file, date_pattern, variable, memory, stac: "
     return open_cube(Path(source), dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory)
 
 
-def _input_name(source: str) -> str:
+def _input_name(source) -> str:
     """A short name of INPUT for messages: the file name, or the last part of a URL."""
-    return source.rstrip("/").rsplit("/", 1)[-1] or source
+    return str(source).rstrip("/").rsplit("/", 1)[-1] or str(source)
 
 
 def _report_status(by_name: dict[str, int], empty_reason: str) -> None:
