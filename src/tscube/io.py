@@ -28,11 +28,12 @@ import numpy as np
 import pandas as pd
 
 from .stac import StacError, is_stac_source, open_stac  # STAC catalogs (tscube[stac]), re-exported here
-from .xarray_blocks import BYTES_PER_VALUE
+from .xarray_blocks import BYTES_PER_VALUE, pixel_block_shape
 
 __all__ = [
     "CubeError",
     "DEFAULT_DATE_PATTERN",
+    "StacError",
     "date_from_name",
     "open_cube",
     "open_stac",
@@ -55,7 +56,6 @@ _STRFTIME_DIGITS = {"%Y": r"\d{4}", "%y": r"\d{2}", "%m": r"\d{2}", "%d": r"\d{2
 #: GeoTIFF tags that may hold an acquisition date (first found wins).
 _DATE_TAGS = ("TIFFTAG_DATETIME", "ACQUISITION_DATE", "acquisition_date", "DATE", "date", "time", "TIME",
               "DATE_ACQUIRED", "datetime")
-
 
 
 class CubeError(ValueError):
@@ -182,13 +182,6 @@ def _chunked(da, memory, time_dim="time"):
     return _pixel_chunks(da, time_dim, budget, BYTES_PER_VALUE)
 
 
-def _block_shape(n_times: int, rows: int, cols: int, memory) -> tuple[int, int]:
-    """Rows and columns of the pixel chunks for a cube of ``n_times`` dates under ``memory``."""
-    from .xarray_blocks import pixel_block_shape
-
-    return pixel_block_shape(n_times, rows, cols, memory, BYTES_PER_VALUE)
-
-
 def _open_geotiff(path: Path, *, chunks=None, masked=True):
     import rasterio
     import rioxarray
@@ -285,7 +278,7 @@ def _open_folder(folder: Path, date_pattern, memory):
     # Every file is read by the pixel blocks of the final chunks, so that gathering a
     # block's time series holds only that block of each file in memory.
     height, width = grids[0][3], grids[0][2]
-    rows, cols = _block_shape(len(files), height, width, memory)
+    rows, cols = pixel_block_shape(len(files), height, width, memory)
     data = _folder_array([files[i] for i in order], [nodatas[i] for i in order], dtype, height, width, rows, cols)
     template = _open_geotiff(files[order[0]]).squeeze("band", drop=True)  # coordinates and CRS only
     da = xr.DataArray(data.rechunk({0: -1}), dims=("time", "y", "x"),
@@ -306,7 +299,7 @@ def _open_multiband(path: Path, dates, memory):
     except rasterio.errors.RasterioIOError as exc:
         raise CubeError(f"cannot read {path.name} as a GeoTIFF ({str(exc).splitlines()[0]})") from None
     # read by the pixel blocks of the final chunks (all bands each), never the whole file at once
-    rows, cols = _block_shape(n_bands, height, width, memory)
+    rows, cols = pixel_block_shape(n_bands, height, width, memory)
     da = _open_geotiff(path, chunks={"band": -1, "y": rows, "x": cols})
     if dates is None:
         dates = _band_dates(descriptions, band_tags)
