@@ -19,7 +19,7 @@ LAYERS = {
     "config": 1, "engines": 1, "timeaxis": 1, "_prefetch": 1, "_cuda_host": 1,
     "parallel": 1, "datasets": 1,
     # 2. generic machinery that knows no algorithm
-    "xarray_blocks": 2, "io": 2, "runs": 2, "figures": 2,
+    "xarray_blocks": 2, "io": 2, "stac": 2, "runs": 2, "figures": 2,
     # 3. algorithms
     "bfast": 3, "stl": 3, "cluster": 3,
     # 4. public facades and the command line

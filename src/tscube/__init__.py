@@ -3,11 +3,11 @@
 Main entry points: :func:`bfast_monitor` (change detection, equal to R
 ``bfast::bfastmonitor``), :func:`stl` (batched seasonal-trend decomposition),
 :mod:`tscube.cluster` (k-means, Gaussian mixtures), :mod:`tscube.io` (GeoTIFF, NetCDF,
-Zarr) and :mod:`tscube.datasets` (synthetic cubes).
+Zarr, STAC catalogs) and :mod:`tscube.datasets` (synthetic cubes and catalogs).
 
 Layers, imports only downward (docs/architecture.md, checked by
 tests/test_architecture.py): 1. foundations (config, engines, timeaxis, parallel,
-datasets); 2. generic machinery that knows no algorithm (xarray_blocks, io, runs,
+datasets); 2. generic machinery that knows no algorithm (xarray_blocks, io, stac, runs,
 figures); 3. one package per algorithm (bfast, stl, cluster) with its NumPy API, engines,
 xarray wrapper and plots; 4. the public faces (this package, tscube.xr, tscube.plot) and
 the command line (cli).

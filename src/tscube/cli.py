@@ -92,8 +92,11 @@ def _one_line(exc: BaseException) -> str:
 @contextmanager
 def _clean_errors():
     """Turn caller errors into a one-line ``error: ...`` message and a non-zero exit code."""
+    from .stac import naming_failed_reads
+
     try:
-        yield
+        with naming_failed_reads():
+            yield
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
     except (ValueError, TypeError, KeyError, OSError) as exc:
@@ -176,10 +179,31 @@ def _parse_history(text: str):
     return text if text in ("all", "ROC", "BP") else _parse_when(text, "history")
 
 
-def _open_input(input_path: Path, dates_file, date_pattern, variable, memory):
-    from .io import open_cube
+def _open_input(source, dates_file, date_pattern, variable, memory, stac: "StacInput | None" = None,
+                describe: bool = False):
+    """The cube of INPUT: a file or folder (open_cube), or a STAC catalog path or URL
+    (open_stac with the ``stac`` options; ``describe``: describe_stac's dict, for ``info``)."""
+    from .io import is_stac_source, open_cube, open_stac
+    from .stac import describe_stac
 
-    return open_cube(input_path, dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory)
+    source = str(source)
+    stac = stac or StacInput(*(None,) * len(_STAC_INPUT_OPTIONS))
+
+    if is_stac_source(source):
+        given = [name for name, value in (("--dates", dates_file), ("--date-pattern", date_pattern),
+                                          ("--variable", variable)) if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: not for a STAC input (its dates come from the items)")
+        return (describe_stac if describe else open_stac)(source, memory=memory, **stac.options())
+    given = [f"--{name}" for name, value in vars(stac).items() if value is not None]
+    if given:
+        raise ValueError(f"{', '.join(given)}: for STAC inputs only (a catalog JSON path or http(s) URL)")
+    return open_cube(Path(source), dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory)
+
+
+def _input_name(source) -> str:
+    """A short name of INPUT for messages: the file name, or the last part of a URL."""
+    return str(source).rstrip("/").rsplit("/", 1)[-1] or str(source)
 
 
 def _report_status(by_name: dict[str, int], empty_reason: str) -> None:
@@ -191,7 +215,7 @@ def _report_status(by_name: dict[str, int], empty_reason: str) -> None:
         _warn(f"no pixel produced a result (status counts {by_name}): the output holds no result. {empty_reason}")
 
 
-def _run_resumable(template, output: Path, *, command: str, params: dict, input_path: Path, da, status_enum,
+def _run_resumable(template, output: Path, *, command: str, params: dict, input_path: str, da, status_enum,
                    overwrite: bool, progress: bool, client, empty_reason: str):
     """Compute ``template`` chunk by chunk into ``output`` (resumable), print the run summary."""
     from .runs import input_identity, run_chunked
@@ -217,7 +241,9 @@ def _check_output(output: Path) -> None:
 
 
 # Options shared by several commands, declared once (defaults stay in each signature).
-InputCube = Annotated[Path, typer.Argument(metavar="INPUT", help="Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc or .zarr.")]
+InputCube = Annotated[str, typer.Argument(metavar="INPUT", help=(
+    "Folder of dated GeoTIFFs, multi-band GeoTIFF, .nc, .zarr, or a STAC catalog, collection or item-collection "
+    "JSON (path or http(s) URL)."))]
 DatesFile = Annotated[Optional[Path], typer.Option("--dates", help=(
     "Dates of the time steps when the input lacks them: one ISO date per line (or a CSV with a 'date' column)."))]
 DatePattern = Annotated[Optional[str], typer.Option("--date-pattern", help=(
@@ -269,25 +295,89 @@ _BFAST_INPUT_OPTIONS = (
 )
 
 
-def with_bfast_input(command):
-    """Declare the shared options once: the command's ``bfast: BfastInput`` parameter is
-    replaced, in its place, by one typer option per field, and the command receives them
-    packed into a :class:`BfastInput`."""
-    signature = inspect.signature(command, eval_str=True)
-    shared = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
-                                annotation=annotation) for name, annotation, default in _BFAST_INPUT_OPTIONS]
-    parameters = []
-    for parameter in signature.parameters.values():
-        parameters.extend(shared if parameter.name == "bfast" else [parameter])
+def _with_option_group(group: str, group_type, options):
+    """A decorator declaring shared options once: the command's ``group`` parameter is
+    replaced, in its place, by one typer option per entry of ``options`` (name, type,
+    default), and the command receives them packed into a ``group_type``."""
 
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        options = BfastInput(**{name: kwargs.pop(name) for name, _, _ in _BFAST_INPUT_OPTIONS})
-        return command(*args, bfast=options, **kwargs)
+    def decorate(command):
+        signature = inspect.signature(command, eval_str=True)
+        shared = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                    annotation=annotation) for name, annotation, default in options]
+        parameters = []
+        for parameter in signature.parameters.values():
+            parameters.extend(shared if parameter.name == group else [parameter])
 
-    wrapper.__signature__ = signature.replace(parameters=parameters)
-    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
-    return wrapper
+        @functools.wraps(command)
+        def wrapper(*args, **kwargs):
+            packed = group_type(**{name: kwargs.pop(name) for name, _, _ in options})
+            return command(*args, **{group: packed}, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=parameters)
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        return wrapper
+
+    return decorate
+
+
+#: The options of :class:`BfastInput` in place of a command's ``bfast`` parameter.
+with_bfast_input = _with_option_group("bfast", BfastInput, _BFAST_INPUT_OPTIONS)
+
+# how to read a STAC input (monitor, stl, plot-pixel, info)
+Index = Annotated[Optional[str], typer.Option(help=(
+    "STAC input: spectral index NDVI (default), NBR, NDMI, EVI, or a band (nir, swir16, B8A, ...)."))]
+Mask = Annotated[Optional[str], typer.Option(help=(
+    "STAC input: cloud mask auto (default: SCL or QA_PIXEL), scl, qa_pixel or none; '+snow' masks snow too; "
+    "or the classes/bits, e.g. scl:3,8,9 or qa_pixel:1,3,4."))]
+Bbox = Annotated[Optional[str], typer.Option(help="STAC input: area WEST,SOUTH,EAST,NORTH in lon/lat degrees.")]
+Crs = Annotated[Optional[str], typer.Option("--crs", help=(
+    "STAC input: output CRS (e.g. EPSG:32633; default: the items' CRS); with --resolution."))]
+Resolution = Annotated[Optional[float], typer.Option(help="STAC input: output pixel size, in the CRS's units.")]
+Merge = Annotated[Optional[str], typer.Option(help=(
+    "STAC input: how the scenes of one day combine: first (default: first valid pixel by time, then item id), "
+    "last, median, mean, min or max."))]
+
+
+@dataclass(frozen=True)
+class StacInput:
+    """How to make a cube of a STAC input: the options of :func:`tscube.io.open_stac`
+    that ``monitor``, ``stl``, ``plot-pixel`` and ``info`` share (None: not given)."""
+
+    index: Optional[str]
+    mask: Optional[str]
+    bbox: Optional[str]
+    crs: Optional[str]
+    resolution: Optional[float]
+    merge: Optional[str]
+
+    def options(self) -> dict:
+        """Keyword arguments of ``open_stac`` (its defaults where an option is not given)."""
+        options = {name: value for name, value in vars(self).items() if value is not None}
+        if self.mask is not None:
+            options["mask"] = None if self.mask.strip().lower() == "none" else self.mask
+        if self.bbox is not None:
+            options["bbox"] = _parse_bbox(self.bbox)
+        return options
+
+    def params(self) -> dict:
+        """What a resumable run records of them."""
+        return {f"stac_{name}": value for name, value in vars(self).items()}
+
+
+def _parse_bbox(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 4:
+        raise ValueError(f"--bbox {text!r} is not WEST,SOUTH,EAST,NORTH (four numbers, lon/lat degrees)")
+    return values
+
+
+_STAC_INPUT_OPTIONS = (("index", Index, None), ("mask", Mask, None), ("bbox", Bbox, None), ("crs", Crs, None),
+                       ("resolution", Resolution, None), ("merge", Merge, None))
+#: The options of :class:`StacInput` in place of a command's ``stac`` parameter.
+with_stac_input = _with_option_group("stac", StacInput, _STAC_INPUT_OPTIONS)
 
 
 # figures (plot, plot-pixel)
@@ -298,11 +388,13 @@ Dpi = Annotated[int, typer.Option(help="Dots per inch (text size relative to the
 
 @app.command()
 @with_bfast_input
+@with_stac_input
 def monitor(
     input_path: InputCube,
     start: Start,
     output: Annotated[Path, typer.Option("-o", "--output", help="Result file: .tif (one band per output), .nc or .zarr.")],
     bfast: BfastInput,
+    stac: StacInput,
     process: Annotated[bool, typer.Option("--process", help="Also write the MOSUM process/boundary (.nc/.zarr only).")] = False,
     engine: Annotated[str, typer.Option(help="auto, reference, cpu or cuda.")] = "auto",
     workers: Workers = None,
@@ -323,8 +415,8 @@ def monitor(
         _check_output(output)
         start_value = _parse_when(start, "start")
         history_value = _parse_history(bfast.history)
-        da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory)
-        typer.echo(f"{input_path.name}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
+        da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory, stac)
+        typer.echo(f"{_input_name(input_path)}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
                    f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
         template = bfast_monitor_xarray(
             da, start_value, freq=bfast.freq, history=history_value, order=bfast.order, h=bfast.h,
@@ -334,6 +426,8 @@ def monitor(
         params = dict(start=start, freq=bfast.freq, history=bfast.history, order=bfast.order, h=bfast.h,
                       level=bfast.level, end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata,
                       process=process, engine=engine, variable=bfast.variable, date_pattern=bfast.date_pattern)
+        if "stac_index" in da.attrs:
+            params.update(stac.params())
         with dask_client(workers, scheduler) as client:
             _run_resumable(template, output, command="monitor", params=params, input_path=input_path, da=da,
                            status_enum=BfastStatus, overwrite=overwrite, progress=progress, client=client,
@@ -393,6 +487,7 @@ def breaks_command(
 
 
 @app.command("stl")
+@with_stac_input
 def stl_command(
     input_path: InputCube,
     period: Annotated[int, typer.Option(help="Length of the seasonal cycle in time steps (23 for 16-day data).")],
@@ -400,6 +495,7 @@ def stl_command(
     dates: DatesFile = None,
     date_pattern: DatePattern = None,
     variable: Variable = None,
+    stac: StacInput = None,
     seasonal: Annotated[str, typer.Option(help="Seasonal smoother window (odd integer) or 'periodic'.")] = "7",
     robust: Annotated[bool, typer.Option("--robust", help="Robust fit (downweights outliers).")] = False,
     flavor: Annotated[str, typer.Option(help="statsmodels or stlplus.")] = "statsmodels",
@@ -419,12 +515,14 @@ def stl_command(
     with _clean_errors():
         _check_output(output)
         seasonal_value = seasonal if seasonal == "periodic" else _as_int(seasonal, "seasonal")
-        da = _open_input(input_path, dates, date_pattern, variable, memory)
-        typer.echo(f"{input_path.name}: {da.sizes['time']} dates, {da.size // da.sizes['time']} pixels")
+        da = _open_input(input_path, dates, date_pattern, variable, memory, stac)
+        typer.echo(f"{_input_name(input_path)}: {da.sizes['time']} dates, {da.size // da.sizes['time']} pixels")
         template = stl_xarray(da, period, seasonal=seasonal_value, robust=robust, flavor=flavor,
                               components=components, nodata=nodata, engine=engine, memory=memory)
         params = dict(period=period, seasonal=seasonal, robust=robust, flavor=flavor, components=components,
                       nodata=nodata, engine=engine, variable=variable, date_pattern=date_pattern)
+        if "stac_index" in da.attrs:
+            params.update(stac.params())
         with dask_client(workers, scheduler) as client:
             _run_resumable(template, output, command="stl", params=params, input_path=input_path, da=da,
                            status_enum=StlStatus, overwrite=overwrite, progress=progress, client=client,
@@ -456,6 +554,7 @@ def plot_command(
 
 @app.command("plot-pixel")
 @with_bfast_input
+@with_stac_input
 def plot_pixel_command(
     input_path: InputCube,
     x: Annotated[float, typer.Option("--x", help="Column index, or map x coordinate (see --coords).")],
@@ -465,6 +564,7 @@ def plot_pixel_command(
     coords: Annotated[str, typer.Option(help="How to read --x/--y: pixel (indices), map (coordinates) or auto "
                                              "(indices when both are integers inside the grid).")] = "auto",
     bfast: BfastInput = None,
+    stac: StacInput = None,
     width: Width = 1000,
     height: Height = 650,
     dpi: Dpi = 100,
@@ -476,7 +576,7 @@ def plot_pixel_command(
         _check_figure_output(output, width, height, dpi)
         start_value = _parse_when(start, "start")
         history_value = _parse_history(bfast.history)
-        da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, None)
+        da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, None, stac)
         row, col, how = locate_pixel(da, x, y, coords)
         fig = plot_pixel(da, start=start_value, x=x, y=y, coords=coords, freq=bfast.freq, order=bfast.order,
                          trend=not bfast.no_trend, h=bfast.h, level=bfast.level, end=bfast.end,
@@ -530,20 +630,30 @@ def _human_bytes(n: float) -> str:
 
 
 @app.command()
+@with_stac_input
 def info(
     input_path: InputCube,
     dates: DatesFile = None,
     date_pattern: DatePattern = None,
     variable: Variable = None,
+    stac: StacInput = None,
     memory: Memory = None,
 ) -> None:
-    """Describe an input cube: dates, shape, missing fraction, CRS, size, chunks."""
+    """Describe an input cube: dates, shape, missing fraction, CRS, size, chunks (STAC: items, masked fraction)."""
+    import dask
     import pandas as pd
 
+    from .io import is_stac_source
+
     with _clean_errors():
-        da = _open_input(input_path, dates, date_pattern, variable, memory)
+        from_stac = is_stac_source(input_path)
+        opened = _open_input(input_path, dates, date_pattern, variable, memory, stac, describe=from_stac)
+        da = opened["cube"] if from_stac else opened
         times = pd.DatetimeIndex(da.time.values) if np.issubdtype(da.time.dtype, np.datetime64) else None
         typer.echo(f"input:    {input_path}")
+        if from_stac:
+            typer.echo(f"items:    {opened['items']} STAC items, {da.attrs['stac_index']} masked by {opened['mask']}, "
+                       f"merged per {da.attrs['stac_groupby']} ({da.attrs['stac_merge']})")
         if times is not None:
             step = np.median(np.diff(times.values).astype("timedelta64[s]").astype(float)) / 86400 if len(times) > 1 else float("nan")
             typer.echo(f"dates:    {len(times)}, {times[0].date()} to {times[-1].date()} (median step {step:g} days)")
@@ -551,9 +661,13 @@ def info(
             typer.echo(f"dates:    {da.sizes['time']}, {float(da.time[0])} to {float(da.time[-1])} (decimal years)")
         typer.echo(f"shape:    {' x '.join(f'{d} {n}' for d, n in da.sizes.items())}")
         typer.echo(f"dtype:    {da.dtype}")
-        on_disk = (sum(f.stat().st_size for f in input_path.rglob("*") if f.is_file()) if input_path.is_dir()
-                   else input_path.stat().st_size)
-        typer.echo(f"size:     {_human_bytes(da.nbytes)} in memory, {_human_bytes(on_disk)} on disk")
+        if from_stac:
+            typer.echo(f"size:     {_human_bytes(da.nbytes)} in memory")
+        else:
+            path = Path(input_path)
+            on_disk = (sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir()
+                       else path.stat().st_size)
+            typer.echo(f"size:     {_human_bytes(da.nbytes)} in memory, {_human_bytes(on_disk)} on disk")
         if da.chunks is not None:
             typer.echo(f"chunks:   {' x '.join(str(max(c)) for c in da.chunks)} ({int(np.prod([len(c) for c in da.chunks]))} chunks)")
         crs, transform = None, None
@@ -564,7 +678,10 @@ def info(
         typer.echo(f"crs:      {crs.to_string() if crs is not None else 'none'}")
         if transform is not None and crs is not None:
             typer.echo(f"pixel:    {abs(transform.a):g} x {abs(transform.e):g}, origin ({transform.c:g}, {transform.f:g})")
-        missing = float(da.isnull().mean().compute())
+        missing, masked = dask.compute(da.isnull().mean(), opened["masked_fraction"] if from_stac else None)
+        missing = float(missing)
+        if from_stac:
+            typer.echo(f"masked:   {float(masked):.1%} of the items' pixels with data (mask {opened['mask']})")
         typer.echo(f"missing:  {missing:.1%}")
         if missing == 1.0:
             _warn("every value is missing (nodata everywhere): analyses of this input produce no result")

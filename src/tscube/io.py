@@ -7,6 +7,9 @@
 * a multi-band GeoTIFF (dates from the band descriptions, or a dates file);
 * a NetCDF (``.nc``) or Zarr (``.zarr``) store with a time coordinate.
 
+:func:`open_stac` (from :mod:`tscube.stac`) makes such a cube of a spectral index from
+STAC items: Sentinel-2 / Landsat scenes, cloud-masked, merged per day.
+
 :func:`write_result` writes a result :class:`xarray.Dataset` by the output suffix:
 ``.tif``/``.tiff`` (one band per variable), ``.nc`` (h5netcdf) or ``.zarr``, atomically
 (written next to the target, then renamed). All IO goes through rioxarray, rasterio,
@@ -24,11 +27,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .stac import StacError, is_stac_source, open_stac  # STAC catalogs (tscube[stac]), re-exported here
+from .xarray_blocks import BYTES_PER_VALUE, pixel_block_shape
+
 __all__ = [
     "CubeError",
     "DEFAULT_DATE_PATTERN",
+    "StacError",
     "date_from_name",
     "open_cube",
+    "open_stac",
     "read_dates",
     "write_result",
 ]
@@ -48,10 +56,6 @@ _STRFTIME_DIGITS = {"%Y": r"\d{4}", "%y": r"\d{2}", "%m": r"\d{2}", "%d": r"\d{2
 #: GeoTIFF tags that may hold an acquisition date (first found wins).
 _DATE_TAGS = ("TIFFTAG_DATETIME", "ACQUISITION_DATE", "acquisition_date", "DATE", "date", "time", "TIME",
               "DATE_ACQUIRED", "datetime")
-
-#: Bytes one input value costs while an algorithm processes it (float64 copy, engine
-#: work arrays, outputs); divides the ``memory`` budget into pixels per chunk.
-BYTES_PER_VALUE = 48
 
 
 class CubeError(ValueError):
@@ -178,23 +182,6 @@ def _chunked(da, memory, time_dim="time"):
     return _pixel_chunks(da, time_dim, budget, BYTES_PER_VALUE)
 
 
-def _block_shape(n_times: int, rows: int, cols: int, memory) -> tuple[int, int]:
-    """Rows and columns of the pixel chunks for a cube of ``n_times`` dates under ``memory``."""
-    import dask
-    from dask.array.core import normalize_chunks
-
-    from .xarray_blocks import parse_memory
-
-    budget = parse_memory(memory)
-    if budget is None:
-        limit = dask.utils.parse_bytes(dask.config.get("array.chunk-size"))
-    else:
-        limit = max(1, budget // BYTES_PER_VALUE) * 4  # in float32 input bytes
-    chunks = normalize_chunks((n_times, "auto", "auto"), shape=(n_times, rows, cols), dtype=np.float32,
-                              limit=limit)
-    return max(chunks[1]), max(chunks[2])
-
-
 def _open_geotiff(path: Path, *, chunks=None, masked=True):
     import rasterio
     import rioxarray
@@ -291,7 +278,7 @@ def _open_folder(folder: Path, date_pattern, memory):
     # Every file is read by the pixel blocks of the final chunks, so that gathering a
     # block's time series holds only that block of each file in memory.
     height, width = grids[0][3], grids[0][2]
-    rows, cols = _block_shape(len(files), height, width, memory)
+    rows, cols = pixel_block_shape(len(files), height, width, memory)
     data = _folder_array([files[i] for i in order], [nodatas[i] for i in order], dtype, height, width, rows, cols)
     template = _open_geotiff(files[order[0]]).squeeze("band", drop=True)  # coordinates and CRS only
     da = xr.DataArray(data.rechunk({0: -1}), dims=("time", "y", "x"),
@@ -312,7 +299,7 @@ def _open_multiband(path: Path, dates, memory):
     except rasterio.errors.RasterioIOError as exc:
         raise CubeError(f"cannot read {path.name} as a GeoTIFF ({str(exc).splitlines()[0]})") from None
     # read by the pixel blocks of the final chunks (all bands each), never the whole file at once
-    rows, cols = _block_shape(n_bands, height, width, memory)
+    rows, cols = pixel_block_shape(n_bands, height, width, memory)
     da = _open_geotiff(path, chunks={"band": -1, "y": rows, "x": cols})
     if dates is None:
         dates = _band_dates(descriptions, band_tags)

@@ -114,19 +114,23 @@ def _remove(path: Path) -> None:
 def input_identity(path, da) -> dict[str, Any]:
     """What identifies an input: path, total size, newest modification time, shape, dtype, dates hash.
 
-    For a folder or a Zarr store, size and modification time cover every file inside.
+    For a folder or a Zarr store, size and modification time cover every file inside. A
+    STAC input (path or URL; its cube has ``stac_items_sha256``) is identified by the
+    hash of its items' metadata instead.
     """
-    path = Path(path).resolve()
-    files = [f for f in path.rglob("*") if f.is_file()] if path.is_dir() else [path]
-    stats = [f.stat() for f in files]
+    if "stac_items_sha256" in da.attrs:
+        where = {"source": str(path), "stac_items_sha256": str(da.attrs["stac_items_sha256"])}
+    else:
+        path = Path(path).resolve()
+        files = [f for f in path.rglob("*") if f.is_file()] if path.is_dir() else [path]
+        stats = [f.stat() for f in files]
+        where = {"path": str(path), "files": len(files), "size": int(sum(s.st_size for s in stats)),
+                 "mtime_ns": int(max((s.st_mtime_ns for s in stats), default=0))}
     dates = np.asarray(da["time"].values)
     if np.issubdtype(dates.dtype, np.datetime64):
         dates = dates.astype("datetime64[ns]").astype(np.int64)
     return {
-        "path": str(path),
-        "files": len(files),
-        "size": int(sum(s.st_size for s in stats)),
-        "mtime_ns": int(max((s.st_mtime_ns for s in stats), default=0)),
+        **where,
         "shape": [int(n) for n in da.shape],
         "dims": [str(d) for d in da.dims],
         "dtype": str(da.dtype),

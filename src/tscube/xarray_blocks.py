@@ -31,12 +31,16 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["OutputSpec", "apply_time_series", "chunks_fit", "is_xarray", "largest_chunk_values",
-           "parse_memory", "partial_block", "serialisable_attrs", "time_coordinate"]
+           "parse_memory", "pixel_block_shape", "partial_block", "serialisable_attrs", "time_coordinate"]
 
 #: Serialises the calls of multi-threaded engines (numba ``parallel=True``, CUDA) made by
 #: concurrent dask threads of one process: each call already uses every core, and
 #: concurrent launches only oversubscribe them. NumPy ("reference") calls run freely.
 _ENGINE_LOCK = threading.Lock()
+
+#: Bytes one input value costs while an algorithm processes it (float64 copy, engine
+#: work arrays, outputs); divides a ``memory`` budget into pixels per chunk when reading.
+BYTES_PER_VALUE = 48
 
 def is_xarray(obj) -> bool:
     """True for xarray objects, without importing xarray."""
@@ -169,6 +173,22 @@ def _pixel_chunks(da, time_dim: str, budget: int | None, bytes_per_value: float)
     if all(_is_regular(sizes[d]) for d in pixel_dims):
         return automatic
     return da.chunk({time_dim: -1, **{d: max(sizes[d]) for d in pixel_dims}})
+
+def pixel_block_shape(n_times: int, rows: int, cols: int, memory, bytes_per_value: float = BYTES_PER_VALUE) -> tuple[int, int]:
+    """Rows and columns of the pixel chunks of a float32 ``(n_times, rows, cols)`` cube read
+    by blocks, so that processing one chunk fits ``memory`` at ``bytes_per_value`` bytes
+    per input value (default: dask's ``array.chunk-size`` of input)."""
+    import dask
+    from dask.array.core import normalize_chunks
+
+    budget = parse_memory(memory)
+    if budget is None:
+        limit = dask.utils.parse_bytes(dask.config.get("array.chunk-size"))
+    else:
+        limit = max(1, int(budget // bytes_per_value)) * 4  # in float32 input bytes
+    chunks = normalize_chunks((n_times, "auto", "auto"), shape=(n_times, rows, cols), dtype=np.float32,
+                              limit=limit)
+    return max(chunks[1]), max(chunks[2])
 
 def chunks_fit(da, time_dim: str, budget: int | None, bytes_per_value: float) -> bool:
     """True when ``da`` is dask-backed with time in one chunk, regular pixel chunks, each within ``budget``.
