@@ -468,3 +468,19 @@ def test_killed_stac_run_resumes_to_the_same_output(served, tmp_path):
     result = tscube(*args, "-o", out)
     assert result.exit_code == 0 and "resuming" in result.output, result.output
     assert out.read_bytes() == whole.read_bytes()
+
+
+def test_breaks_read_stac(served, s2, tmp_path):
+    """`tscube breaks` (BFAST Lite) on a catalog URL equals bfast_lite on the cube."""
+    from tscube import bfast_lite
+
+    url, _ = served
+    out = tmp_path / "lite.zarr"
+    result = tscube("breaks", url, "--index", "NDVI", "--freq", 23, "--h", 0.25, "--order", 1, "-o", out,
+                    "--no-progress")
+    assert result.exit_code == 0, result.output
+    da = open_stac(s2.path)
+    expected = bfast_lite(da.values, da.time.values, freq=23, h=0.25, order=1)
+    back = xr.open_zarr(out)
+    np.testing.assert_array_equal(back["n_breaks"].values, expected.n_breaks)
+    np.testing.assert_array_equal(back["status"].values, expected.status)

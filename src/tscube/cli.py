@@ -435,6 +435,7 @@ def monitor(
 
 
 @app.command("breaks")
+@with_stac_input
 def breaks_command(
     input_path: InputCube,
     output: Annotated[Path, typer.Option("-o", "--output", help=(
@@ -442,6 +443,7 @@ def breaks_command(
     dates: DatesFile = None,
     date_pattern: DatePattern = None,
     variable: Variable = None,
+    stac: StacInput = None,
     freq: Freq = None,
     order: Order = 3,
     no_trend: NoTrend = False,
@@ -469,8 +471,8 @@ def breaks_command(
     with _clean_errors():
         _check_output(output)
         breaks_value = int(breaks) if re.fullmatch(r"-?\d+", breaks.strip()) else breaks.strip()
-        da = _open_input(input_path, dates, date_pattern, variable, memory)
-        typer.echo(f"{input_path.name}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
+        da = _open_input(input_path, dates, date_pattern, variable, memory, stac)
+        typer.echo(f"{_input_name(input_path)}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
                    f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
         template = bfast_lite_xarray(
             da, freq=freq, order=order, trend=not no_trend, season=season, h=h, breaks=breaks_value,
@@ -480,6 +482,8 @@ def breaks_command(
         params = dict(freq=freq, order=order, trend=not no_trend, season=season, h=h, breaks=breaks, max_breaks=max_breaks,
                       level=level, criteria=criteria, nodata=nodata, engine=engine, variable=variable,
                       date_pattern=date_pattern)
+        if "stac_index" in da.attrs:
+            params.update(stac.params())
         with dask_client(workers, scheduler) as client:
             _run_resumable(template, output, command="breaks", params=params, input_path=input_path, da=da,
                            status_enum=BfastLiteStatus, overwrite=overwrite, progress=progress, client=client,
