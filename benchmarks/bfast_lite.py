@@ -26,12 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 import numba
 import numpy as np
 
 import tscube
+from bfast_monitor import best_of  # this folder's
 from tscube.datasets import make_cube
 
 #: R bfastlite seconds per pixel on one core (no gaps, 20 % missing), from the fixtures'
@@ -45,15 +45,6 @@ R_ANCHOR = {
     "trend + season": (dict(order=0, season=True), 0.202, 0.420),
     "pre-test, level 0.05": (dict(level=0.05), 0.056, 0.037),
 }
-
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def bench_modis(n_pixels: int, repeat: int) -> list[dict]:

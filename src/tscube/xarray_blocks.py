@@ -369,3 +369,16 @@ def largest_chunk_values(da, time_dim: str) -> int:
         return int(da.size)
     pixels = np.prod([max(c) for d, c in da.chunksizes.items() if d != time_dim], dtype=np.int64)
     return int(da.sizes[time_dim] * max(int(pixels), 1))
+
+
+def describe_variables(ds, variable_attrs: dict, status_enum, status_long_name: str) -> None:
+    """Set the CF attributes of ``ds``'s variables (``variable_attrs``: name -> attrs)
+    and the flag attributes of its ``status`` variable, coded by ``status_enum``."""
+    for name, attrs in variable_attrs.items():
+        if name in ds:
+            ds[name].attrs.update(attrs)
+    ds["status"].attrs.update(
+        long_name=status_long_name,
+        flag_values=[int(s) for s in status_enum],
+        flag_meanings=" ".join(s.name for s in status_enum),
+    )

@@ -123,24 +123,33 @@ def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P,
             nk = qr_fit_in_order(X, rows, y, first, step, i, Q, R, idx, beta, P)
             if nk == k and full_at > count:
                 full_at = i
-        f = 1.0
-        pred = 0.0
-        for a in range(k):
-            s = 0.0
-            for b in range(k):
-                s += P[a, b] * X[r, b]
-            Px[a] = s
-            f += X[r, a] * s
-            pred += X[r, a] * beta[a]
-        err = y[pos] - pred
-        out[i - k] = err / math.sqrt(f)
-        if full_at <= count:  # Sherman–Morrison update of the inverse and the coefficients
-            for a in range(k):
-                beta[a] += Px[a] * err / f
-            for a in range(k):
-                for b in range(k):
-                    P[a, b] -= Px[a] * Px[b] / f
+        out[i - k] = recursive_residual(X, r, y[pos], beta, P, Px, full_at <= count)
     return full_at
+
+
+@njit(cache=True)
+def recursive_residual(X, r, value, beta, P, Px, update):
+    """The standardised prediction error of row ``r`` of ``X`` (observed ``value``) from
+    the fit ``beta``, ``P = (X'X)^{-1}`` of the rows before it; with ``update``, the
+    Sherman–Morrison update of both by that row. Products with ``P`` row by row, as R."""
+    k = X.shape[1]
+    f = 1.0
+    pred = 0.0
+    for a in range(k):
+        s = 0.0
+        for b in range(k):
+            s += P[a, b] * X[r, b]
+        Px[a] = s
+        f += X[r, a] * s
+        pred += X[r, a] * beta[a]
+    err = value - pred
+    if update:
+        for a in range(k):
+            beta[a] += Px[a] * err / f
+        for a in range(k):
+            for b in range(k):
+                P[a, b] -= Px[a] * Px[b] / f
+    return err / math.sqrt(f)
 
 
 @njit(cache=True)

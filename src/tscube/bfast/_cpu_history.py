@@ -20,7 +20,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._cpu_bai_perron import breaks_of, minus_2_loglik, optimal_partition, partition_rss, rss_triangle
+from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, recursive_residual,
+                              rss_triangle)
 from .history import ALIAS_PIVOT_TOL, ROC_LAMBDA_05
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
@@ -107,23 +108,7 @@ def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, P
                     s += P[a, b] * rhs[b]
                 beta[a] = s
             full = nk == k
-        f = 1.0
-        pred = 0.0
-        for a in range(k):
-            s = 0.0
-            for b in range(k):
-                s += P[a, b] * X[r, b]
-            Px[a] = s
-            f += X[r, a] * s
-            pred += X[r, a] * beta[a]
-        err = y[pos] - pred
-        out[i - k] = err / math.sqrt(f)
-        if full:  # Sherman–Morrison update of the inverse and the coefficients
-            for a in range(k):
-                beta[a] += Px[a] * err / f
-            for a in range(k):
-                for b in range(k):
-                    P[a, b] -= Px[a] * Px[b] / f
+        out[i - k] = recursive_residual(X, r, y[pos], beta, P, Px, full)
         if not full or i < _REFRESH_UNTIL * k:  # a later exact solve needs this row
             for a in range(k):
                 rhs[a] += X[r, a] * y[pos]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..xarray_blocks import (OutputSpec, _datetime_like, apply_time_series, largest_chunk_values,
+from ..xarray_blocks import (describe_variables, OutputSpec, _datetime_like, apply_time_series, largest_chunk_values,
                              partial_block, serialisable_attrs, time_coordinate)
 
 #: CF-style attributes of the BFAST Monitor output variables.
@@ -109,14 +109,7 @@ def bfast_monitor_xarray(da, start, *, dates=None, time_dim: str = "time", clien
         bytes_per_value=64.0 if kwargs.get("return_process") else 40.0, client=client,
         serialize=attrs["engine"] in ("cpu", "cuda"),
     )
-    for name, variable_attrs in _BFAST_VARIABLE_ATTRS.items():
-        if name in ds:
-            ds[name].attrs.update(variable_attrs)
-    ds["status"].attrs.update(
-        long_name="pixel status (tscube.BfastStatus)",
-        flag_values=[int(s) for s in BfastStatus],
-        flag_meanings=" ".join(s.name for s in BfastStatus),
-    )
+    describe_variables(ds, _BFAST_VARIABLE_ATTRS, BfastStatus, "pixel status (tscube.BfastStatus)")
     attrs["start_input"] = [str(s) for s in start] if many else str(start)
     ds.attrs.update(serialisable_attrs(dict(tscube_function="bfast_monitor", **attrs)))
     return ds
@@ -188,13 +181,6 @@ def bfast_lite_xarray(da, *, dates=None, time_dim: str = "time", client=None, me
         time_dim=time_dim, sizes=sizes, coords=coords, memory=memory,
         bytes_per_value=40.0, client=client, serialize=attrs["engine"] == "cpu",
     )
-    for name, variable_attrs in _LITE_VARIABLE_ATTRS.items():
-        if name in ds:
-            ds[name].attrs.update(variable_attrs)
-    ds["status"].attrs.update(
-        long_name="pixel status (tscube.BfastLiteStatus)",
-        flag_values=[int(s) for s in BfastLiteStatus],
-        flag_meanings=" ".join(s.name for s in BfastLiteStatus),
-    )
+    describe_variables(ds, _LITE_VARIABLE_ATTRS, BfastLiteStatus, "pixel status (tscube.BfastLiteStatus)")
     ds.attrs.update(serialisable_attrs(dict(tscube_function="bfast_lite", **attrs)))
     return ds

@@ -7,7 +7,7 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from ..xarray_blocks import (OutputSpec, apply_time_series, largest_chunk_values, partial_block,
+from ..xarray_blocks import (describe_variables, OutputSpec, apply_time_series, largest_chunk_values, partial_block,
                              serialisable_attrs, time_coordinate)
 
 _STL_VARIABLE_ATTRS = {
@@ -83,14 +83,7 @@ def stl_xarray(da, period, *, time_dim: str = "time", components: bool = True, c
         time_dim=time_dim, memory=memory, bytes_per_value=80.0 if components else 48.0, client=client,
         serialize=True,  # numba-parallel layout copies for every engine; cuda has one device
     )
-    for name, variable_attrs in _STL_VARIABLE_ATTRS.items():
-        if name in ds:
-            ds[name].attrs.update(variable_attrs)
-    ds["status"].attrs.update(
-        long_name="series status (tscube.stl.StlStatus)",
-        flag_values=[int(s) for s in StlStatus],
-        flag_meanings=" ".join(s.name for s in StlStatus),
-    )
+    describe_variables(ds, _STL_VARIABLE_ATTRS, StlStatus, "series status (tscube.stl.StlStatus)")
     attrs = dict(tscube_function="stl", **asdict(probe.params), engine=resolved)
     ds.attrs.update(serialisable_attrs(attrs))
     return ds
