@@ -152,11 +152,36 @@ def recursive_residual(X, r, value, beta, P, Px, update):
     return err / math.sqrt(f)
 
 
+#: Equilibrated Cholesky pivot of a k-row Gram from the prefix sums above which the rows
+#: have full rank by R's rule for certain (R's bound is 1e-14 on this scale; the sums
+#: carry ~1e-13): the exact test by Gram–Schmidt is then skipped.
+_SURELY_FULL_PIVOT = 1e-8
+
+
 @njit(cache=True)
-def first_rows_full_rank(X, rows, i, Q):
-    """Whether the ``k`` rows from compacted position ``i`` have full rank by R's rule
-    (modified Gram–Schmidt, twice, on the columns in order)."""
+def _surely_full_rank(S, i, k, L):
+    for a in range(k):
+        for b in range(a + 1):
+            s = S[i + k, a, b] - S[i, a, b]
+            for m in range(b):
+                s -= L[a, m] * L[b, m]
+            if a == b:
+                if not s >= _SURELY_FULL_PIVOT * (S[i + k, a, a] - S[i, a, a]):
+                    return False
+                L[a, a] = math.sqrt(s)
+            else:
+                L[a, b] = s / L[b, b]
+    return True
+
+
+@njit(cache=True)
+def first_rows_full_rank(X, rows, i, Q, S, L):
+    """Whether the ``k`` rows from compacted position ``i`` have full rank by R's rule:
+    at once when the Cholesky factor of their Gram from the prefix sums ``S`` is far from
+    singular, else by modified Gram–Schmidt, twice, on the columns in order."""
     k = X.shape[1]
+    if _surely_full_rank(S, i, k, L):
+        return True
     for j in range(k):
         norm = 0.0
         for r in range(k):
@@ -316,7 +341,7 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
         last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
-        if first_rows_full_rank(X, rows, i, Q):
+        if first_rows_full_rank(X, rows, i, Q, S, R):
             if last_only and backwards >= 0.0:
                 continue
             stop = (n - h) if backwards >= 0.0 else n

@@ -180,15 +180,14 @@ def _roc_start(w, m, level, exact_fit):
 
 
 @njit(cache=True)
-def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px):
+def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
     """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
     k = X.shape[1]
     h = 6 * k
     if h > n // 2:
         return -1  # Bai–Perron cannot run: all rows kept, the pixel flagged
     max_breaks = max(0, (n + h - 1) // h - 2)
-    rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, np.empty((n + 1, k, k)), np.empty((n + 1, k)),
-                 np.empty(n + 1))
+    rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY)
     best = np.empty((max_breaks + 1, n))
     arg = np.empty((max_breaks + 1, n), dtype=np.int64)
     optimal_partition(rss, n, h, max_breaks, best, arg)
@@ -225,6 +224,9 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         idx = np.empty(k, dtype=np.int64)
         rss = np.empty((1, 1)) if method_roc else np.empty((T, T))
         Q = np.empty((1, 1)) if method_roc else np.empty((T, k))
+        sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
+        sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
+        sum_yy = np.empty(1) if method_roc else np.empty(T + 1)
         for p in range(ib * block, min(P, (ib + 1) * block)):
             for s in range(S):
                 n = 0
@@ -245,7 +247,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                     drop, flag = _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
                     flagged[s, p] = flag
                 else:
-                    drop = _bp_start(X, rows, y, n, rss, w, Q, L, idx, beta, Pinv, Px)
+                    drop = _bp_start(X, rows, y, n, rss, w, Q, L, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy)
                     flagged[s, p] = drop < 0
                     drop = max(drop, 0)
                 first_hist[s, p] = rows[drop]
