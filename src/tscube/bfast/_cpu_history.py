@@ -22,6 +22,7 @@ from numba import njit, prange
 
 from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, recursive_residual,
                               rss_triangle)
+from ._cpu_series import compact_valid, load_tile
 from .history import ALIAS_PIVOT_TOL, ROC_LAMBDA_05
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
@@ -227,14 +228,17 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
         sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
         sum_yy = np.empty(1) if method_roc else np.empty(T + 1)
-        for p in range(ib * block, min(P, (ib + 1) * block)):
+        p0 = ib * block
+        width = min(P, p0 + block) - p0
+        stop = 0
+        for s in range(S):
+            stop = max(stop, monitor_begin[s])
+        tile = np.empty((block, stop))
+        load_tile(values, p0, width, stop, tile)
+        for q in range(width):
+            p = p0 + q
             for s in range(S):
-                n = 0
-                for t in range(monitor_begin[s]):
-                    v = np.float64(values[t, p])
-                    rows[n] = t
-                    y[n] = v
-                    n += (v == v) & (not math.isinf(v)) & ((not has_nodata) | (v != nodata))
+                n = compact_valid(tile[q], monitor_begin[s], nodata, has_nodata, rows, y)
                 first_hist[s, p] = 0
                 if n <= k:
                     continue

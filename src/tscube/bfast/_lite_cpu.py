@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._cpu_bai_perron import breaks_of, minus_2_loglik, optimal_partition, partition_rss, qr_fit_in_order, rss_triangle
+from ._cpu_series import compact_valid, load_tile
 from .bai_perron import LWZ_FACTOR, LWZ_POWER
 from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
 from .lite_result import BfastLiteStatus, empty_lite_outputs
@@ -93,13 +94,13 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
         U = np.empty((T + 1, k))
         YY = np.empty(T + 1)
         breaks = np.empty(T, dtype=np.int64)
-        for p in range(ib * block, min(P, (ib + 1) * block)):
-            n = 0
-            for t in range(T):
-                v = np.float64(values[t, p])
-                rows[n] = t
-                y[n] = v
-                n += (v == v) & (not math.isinf(v)) & ((not has_nodata) | (v != nodata))
+        p0 = ib * block
+        width = min(P, p0 + block) - p0
+        tile = np.empty((block, T))
+        load_tile(values, p0, width, T, tile)
+        for q in range(width):
+            p = p0 + q
+            n = compact_valid(tile[q], T, nodata, has_nodata, rows, y)
             n_obs[p] = n
             if n == 0:
                 status[p] = BfastLiteStatus.ALL_MISSING
@@ -217,7 +218,7 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     _lite_kernel(
         values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
-        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, 4,
+        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, 16,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
         out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale,
