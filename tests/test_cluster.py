@@ -328,23 +328,6 @@ def test_cpu_kmeans_tiles_give_the_reference_labels(n_samples, n_features, monke
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
 
 
-def test_estimators_follow_the_scikit_learn_protocol():
-    from sklearn.base import clone
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    X, _ = make_gmm(600, 3, 3, separation=3.0, random_state=2)
-    model = KMeans(3, n_init=2, random_state=0, engine="cpu")
-    assert clone(model).get_params() == model.get_params()
-    assert model.set_params(n_clusters=4).n_clusters == 4
-    with pytest.raises(ValueError):
-        model.set_params(no_such_parameter=1)
-    pipeline = make_pipeline(StandardScaler(), KMeans(3, random_state=0, engine="cpu")).fit(X)
-    assert pipeline.predict(X).shape == (600,)
-    gmm = clone(GaussianMixture(3, covariance_type="diag", random_state=1))
-    assert gmm.get_params()["covariance_type"] == "diag"
-
-
 def test_kmeans_n_init_keeps_the_lowest_inertia():
     X, _ = make_gmm(3000, 2, 8, separation=1.5, random_state=5)
     one = KMeans(8, init="random", n_init=1, random_state=3, engine="cpu").fit(X)
@@ -396,12 +379,17 @@ def test_protocol_without_scikit_learn(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "sklearn", None)
     monkeypatch.setitem(sys.modules, "sklearn.base", None)
-    spec = importlib.util.spec_from_file_location("_base_without_sklearn", _base_path())
+    name = "tscube.cluster._base_without_sklearn"
+    spec = importlib.util.spec_from_file_location(name, _base_path())
     base = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(base)
-    assert base.BaseEstimator.__module__ == "_base_without_sklearn"
+    assert base.BaseEstimator.__module__ == name
+    assert issubclass(base.NotFittedError, ValueError)
 
-    class Model(base.ClusterMixin, base.TransformerMixin, base.BaseEstimator):
+    class Model(base.ClassNamePrefixFeaturesOutMixin, base.ClusterMixin, base.TransformerMixin,
+                base.BaseEstimator):
+        _n_features_out = 2
+
         def __init__(self, n=3, *, scale=1.0):
             self.n, self.scale = n, scale
 
@@ -419,6 +407,7 @@ def test_protocol_without_scikit_learn(monkeypatch):
         model.set_params(other=1)
     np.testing.assert_array_equal(model.fit_transform([1.0, 2.0]), [2.0, 4.0])
     assert model._estimator_type == "clusterer"
+    assert list(model.get_feature_names_out()) == ["model0", "model1"]
 
 
 def _base_path():

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ._base import BaseEstimator, DensityMixin
+from ._base import BaseEstimator, DensityMixin, EstimatorChecks
 from ._common import (
     COVARIANCE_TYPES,
     check_nonnegative_float,
@@ -23,7 +23,7 @@ from ._streaming import apply_per_sample, make_samples
 GMM_INITS = ("kmeans", "k-means++", "random_from_data")
 
 
-class GaussianMixture(DensityMixin, BaseEstimator):
+class GaussianMixture(EstimatorChecks, DensityMixin, BaseEstimator):
     """Gaussian mixture fitted by expectation-maximisation.
 
     Every EM iteration is one pass over the data (E step and the sums of the
@@ -210,7 +210,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         """Draw ``n_samples`` samples from the fitted mixture, as scikit-learn's
         ``GaussianMixture.sample``: ``(X (n, D), y (n,))``, grouped by component, the
         number per component multinomial in the weights (seeded by ``random_state``)."""
-        self._check_fitted()
+        self._check_fitted_input()
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = np.random.default_rng(self.random_state)
         counts = rng.multinomial(n_samples, self.weights_ / self.weights_.sum())
@@ -224,10 +224,6 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return np.vstack(parts), labels
 
     # --------------------------------------------------------------- inference
-    def _check_fitted(self):
-        if not hasattr(self, "precisions_cholesky_") or not hasattr(self, "n_iter_"):
-            raise ValueError("this GaussianMixture is not fitted yet: call fit first")
-
     def _log_resp_function(self, output):
         engine = resolve_engine(self.engine)
         params = (self.means_, self.precisions_cholesky_, np.log(self.weights_),
@@ -248,19 +244,19 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
         xarray input gives a label map with the input's coords (CRS included).
         """
-        self._check_fitted()
+        self._check_fitted_input(X)
         return apply_per_sample(X, self._log_resp_function("labels"), None, np.int64, -1,
                                 self.feature_dim)
 
     def predict_proba(self, X):
         """Responsibilities, shape (..., K) (NaN where a feature is not finite)."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         return apply_per_sample(X, self._log_resp_function("proba"), self._k, np.float64,
                                 np.nan, self.feature_dim)
 
     def score_samples(self, X):
         """Log-likelihood of every sample (NaN where a feature is not finite)."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         return apply_per_sample(X, self._log_resp_function("score"), None, np.float64,
                                 np.nan, self.feature_dim)
 
@@ -270,7 +266,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return total / n
 
     def _total_log_likelihood(self, X):
-        self._check_fitted()
+        self._check_fitted_input(X)
         engine = resolve_engine(self.engine)
         samples = make_samples(X, self.engine, engine, self.feature_dim)
         log_likelihood = samples.gmm_statistics(

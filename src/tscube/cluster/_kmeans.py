@@ -8,14 +8,21 @@ import numpy as np
 
 from tscube import config
 
-from ._base import BaseEstimator, ClusterMixin, TransformerMixin
+from ._base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    EstimatorChecks,
+    TransformerMixin,
+)
 from ._common import check_nonnegative_float, check_positive_int, kmeans_plusplus, resolve_engine
 from ._streaming import apply_per_sample, make_samples
 
 KMEANS_INITS = ("k-means++", "random")
 
 
-class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
+class KMeans(EstimatorChecks, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+             BaseEstimator):
     """k-means clustering by Lloyd's assign/aggregate iterations.
 
     Each iteration is one pass over the data: every sample is assigned to its
@@ -141,13 +148,14 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             return 1
         return n_init
 
-    def _check_fitted(self):
-        if not hasattr(self, "cluster_centers_"):
-            raise ValueError("this KMeans is not fitted yet: call fit first")
+    @property
+    def _n_features_out(self):
+        """Number of outputs of ``transform`` (names from ``get_feature_names_out``)."""
+        return self.cluster_centers_.shape[0]
 
     def predict(self, X):
         """Index of the nearest centre per sample (-1 where a feature is not finite)."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         engine = resolve_engine(self.engine)
         centers = self.cluster_centers_
 
@@ -162,7 +170,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Euclidean distance of every sample to every centre, shape (..., K) (NaN where a
         feature is not finite), as scikit-learn's ``KMeans.transform``."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         centers = self.cluster_centers_
         squared_norms = np.einsum("kd,kd->k", centers, centers)
 
@@ -174,7 +182,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def score(self, X, y=None):
         """Opposite of the inertia of ``X`` under the fitted centres (higher is better)."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         engine = resolve_engine(self.engine)
         samples = make_samples(X, self.engine, engine, self.feature_dim)
         return -float(samples.kmeans_statistics(self.cluster_centers_)[1].sum())
