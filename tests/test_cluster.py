@@ -33,10 +33,12 @@ def explicit_init(X, k, covariance_type, seed=0):
     means = X[rng.choice(X.shape[0], k, replace=False)]
     weights = rng.uniform(0.5, 1.5, k)
     weights /= weights.sum()
-    if covariance_type == "full":
-        precisions = np.array([np.eye(d) * rng.uniform(0.5, 2) for _ in range(k)])
-    else:
-        precisions = rng.uniform(0.5, 2, (k, d))
+    precisions = {
+        "full": lambda: np.array([np.eye(d) * rng.uniform(0.5, 2) for _ in range(k)]),
+        "tied": lambda: np.eye(d) * rng.uniform(0.5, 2) + 0.1,
+        "diag": lambda: rng.uniform(0.5, 2, (k, d)),
+        "spherical": lambda: rng.uniform(0.5, 2, k),
+    }[covariance_type]()
     return dict(weights_init=weights, means_init=means, precisions_init=precisions)
 
 
@@ -66,7 +68,10 @@ def assert_same_mixture(ours, theirs, rtol=1e-6):
 
 
 # ----------------------------------------------------------- reference == scikit-learn
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+COVARIANCE_TYPES = ["full", "tied", "diag", "spherical"]
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_gmm_equals_sklearn_after_fixed_iterations(mixture, covariance_type, engine):
     X, _ = mixture
@@ -77,7 +82,7 @@ def test_gmm_equals_sklearn_after_fixed_iterations(mixture, covariance_type, eng
     np.testing.assert_array_equal(ours.labels_, theirs.predict(X))
 
 
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 def test_gmm_stops_at_the_same_iteration_as_sklearn(mixture, covariance_type):
     X, _ = mixture
     init = explicit_init(X, 4, covariance_type, seed=3)
@@ -87,11 +92,12 @@ def test_gmm_stops_at_the_same_iteration_as_sklearn(mixture, covariance_type):
     assert_same_mixture(ours, theirs)
 
 
-def test_gmm_inference_equals_sklearn(mixture):
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_gmm_inference_equals_sklearn(mixture, covariance_type):
     X, _ = mixture
-    init = explicit_init(X, 4, "full", seed=5)
-    theirs = fit_sklearn_gmm(X, 4, "full", 20, 0.0, init)
-    ours = fit_gmm(X, 4, "full", 20, 0.0, init, "cpu")
+    init = explicit_init(X, 4, covariance_type, seed=5)
+    theirs = fit_sklearn_gmm(X, 4, covariance_type, 20, 0.0, init)
+    ours = fit_gmm(X, 4, covariance_type, 20, 0.0, init, "cpu")
     np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-8)
     np.testing.assert_allclose(ours.score_samples(X), theirs.score_samples(X), rtol=1e-6)
     np.testing.assert_allclose(ours.score(X), theirs.score(X), rtol=1e-6)
@@ -277,7 +283,7 @@ def test_empty_streamed_kmeans_cluster_keeps_its_centre_and_warns():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(covariance_type="tied"), "covariance_type"),
+    (dict(covariance_type="banana"), "covariance_type"),
     (dict(engine="gpu"), "engine"),
     (dict(max_iter=0), "max_iter"),
     (dict(reg_covar=-1.0), "reg_covar"),
@@ -355,7 +361,7 @@ def test_kmeans_transform_equals_scikit_learn():
     assert distances.shape == (500, 3) and np.isnan(distances[7]).all() and np.isfinite(distances[8]).all()
 
 
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 def test_gmm_sample_follows_the_fitted_mixture(covariance_type):
     X, _ = make_gmm(4000, 2, 3, separation=4.0, random_state=8)
     gmm = GaussianMixture(3, covariance_type=covariance_type, random_state=0, engine="cpu").fit(X)
@@ -366,7 +372,9 @@ def test_gmm_sample_follows_the_fitted_mixture(covariance_type):
     for k in range(3):
         np.testing.assert_allclose(drawn[labels == k].mean(axis=0), gmm.means_[k], atol=0.05)
         covariance = np.cov(drawn[labels == k].T)
-        expected = gmm.covariances_[k] if covariance_type == "full" else np.diag(gmm.covariances_[k])
+        expected = {"full": lambda: gmm.covariances_[k], "tied": lambda: gmm.covariances_,
+                    "diag": lambda: np.diag(gmm.covariances_[k]),
+                    "spherical": lambda: np.eye(2) * gmm.covariances_[k]}[covariance_type]()
         np.testing.assert_allclose(covariance, expected, atol=0.05 * np.abs(expected).max())
     again, _ = gmm.sample(60_000)
     np.testing.assert_array_equal(again, drawn)  # seeded by random_state
