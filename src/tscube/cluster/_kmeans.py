@@ -191,22 +191,26 @@ class KMeans(EstimatorChecks, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 def lloyd(samples, centers, max_iter, tol):
     """Lloyd iterations as scikit-learn's ``_kmeans_single_lloyd``.
 
-    Returns centres, labels (None for streamed data), per-cluster SSE and counts
-    under the final centres, the number of iterations and whether it converged.
+    Stops when no label changed or when the summed squared centre shift is at most
+    ``tol``. Unchanged labels give unchanged sums, hence a zero shift, so the labels
+    are only compared after an empty cluster was relocated (the one way the centres
+    can move with the same labels); the passes skip the SSE, which only the final one
+    returns. Returns centres, labels (None for streamed data), per-cluster SSE and
+    counts under the final centres, the number of iterations and whether it converged.
     """
     previous_labels = None
     converged = False
     for iteration in range(1, max_iter + 1):
-        labels, _, counts, sums = samples.kmeans_statistics(centers)
-        if labels is not None and np.any(counts == 0):
+        labels, _, counts, sums = samples.kmeans_statistics(centers, with_sse=False)
+        relocated = labels is not None and bool(np.any(counts == 0))
+        if relocated:
             relocate_empty_clusters(samples.host, centers, labels, counts, sums)
         new_centers = centers.copy()
         filled = counts > 0
         new_centers[filled] = sums[filled] / counts[filled, None]
         shift = float(np.sum((new_centers - centers) ** 2))
         centers = new_centers
-        if labels is not None and previous_labels is not None and np.array_equal(
-                labels, previous_labels):
+        if relocated and previous_labels is not None and np.array_equal(labels, previous_labels):
             converged = True
             break
         if shift <= tol:

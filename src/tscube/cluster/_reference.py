@@ -100,13 +100,17 @@ def gmm_statistics(X, means, precisions_cholesky, log_weights, covariance_type):
     return float(np.sum(log_prob_norm)), nk, s1, s2
 
 
-def kmeans_statistics(X, centers):
+def kmeans_statistics(X, centers, with_sse=True):
     """One Lloyd assignment: nearest centre per sample and per-cluster sums.
+
+    ``with_sse=False`` tells an engine that the SSE is not needed (Lloyd's iterations
+    only use it at the end); an engine may then return None for it (the cpu engine
+    does, this one always computes it).
 
     Returns
     -------
     labels : ndarray (N,) int64
-    sse : ndarray (K,)
+    sse : ndarray (K,) or None
         Sum of squared distances of each cluster's samples to its centre.
     counts : ndarray (K,)
     sums : ndarray (K, D)
