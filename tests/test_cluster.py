@@ -422,3 +422,25 @@ def _base_path():
     from tscube.cluster import _base
 
     return _base.__file__
+
+
+@pytest.mark.parametrize("n_clusters", [6, 7])  # even and odd: centres in pairs, one left
+def test_cpu_kmeans_expanded_form_keeps_the_exact_labels(n_clusters):
+    """Far from the origin ‖c‖² − 2x·c cancels: here the plain expanded form mislabels
+    samples near the cluster boundaries, while the kernel, which re-assigns every sample
+    whose two best scores are within the rounding bound with exact distances, gives the
+    labels of the exact distance (the reference's), ties to the first centre included."""
+    rng = np.random.default_rng(n_clusters)
+    offset = 1e4  # ‖x‖² ≈ 4e8, distances ≈ 1e-6: the expanded form keeps ~2 digits
+    centers = offset + rng.normal(size=(n_clusters, 4)) * 1e-3
+    X = offset + rng.normal(size=(20_000, 4)) * 1e-3
+    X[:50] = 0.5 * (centers[0] + centers[1])  # exact ties (as far as rounding allows)
+    centers[4] = centers[2]  # a duplicate centre: the first one wins
+    expected = _reference.kmeans_statistics(X, centers)
+    naive = np.argmin(np.sum(centers**2, axis=1) - 2.0 * X @ centers.T, axis=1)
+    assert np.sum(naive != expected[0]) > 10  # the test would catch a plain expanded form
+    got = _cpu.kmeans_statistics(X, centers)
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert not np.any(got[0] == 4)
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
+    assert _cpu.kmeans_statistics(X, centers, with_sse=False)[1] is None
