@@ -443,4 +443,7 @@ def test_cpu_kmeans_expanded_form_keeps_the_exact_labels(n_clusters):
     np.testing.assert_array_equal(got[0], expected[0])
     assert not np.any(got[0] == 4)
     np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
-    assert _cpu.kmeans_statistics(X, centers, with_sse=False)[1] is None
+    labels, sse, counts, sums = _cpu.kmeans_statistics(X, centers, sums_only=True)
+    assert labels is None and sse is None
+    np.testing.assert_array_equal(counts, got[2])
+    np.testing.assert_array_equal(sums, got[3])

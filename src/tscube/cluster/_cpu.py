@@ -168,8 +168,9 @@ def _kmeans_kernel(n_features: int):
     only decides where it provably agrees with the exact distance: a sample whose best
     and second-best scores are within :data:`KMEANS_MARGIN`'s bound of each other
     (ties included) is re-assigned with exact distances ``Σ_j (x_j − c_j)²``, first
-    centre on ties. Labels are therefore those of the exact distance. The SSE (when
-    asked for) is the exact squared distance to the chosen centre.
+    centre on ties. Labels are therefore those of the exact distance. The SSE is the
+    exact squared distance to the chosen centre. ``sums_only``: counts and sums, no
+    labels written and no SSE (all a Lloyd iteration needs).
     """
     n_feat = n_features
 
@@ -225,7 +226,7 @@ def _kmeans_kernel(n_features: int):
         return nearest
 
     @njit(parallel=True)
-    def kernel(X, centers, block, n_blocks, with_sse, labels, out_sse, out_counts, out_sums):
+    def kernel(X, centers, block, n_blocks, sums_only, labels, out_sse, out_counts, out_sums):
         n_samples = X.shape[0]
         n_clusters = centers.shape[0]
         c2 = -2.0 * centers
@@ -267,11 +268,11 @@ def _kmeans_kernel(n_features: int):
                             best_k[i] = exact_nearest(xt, i, centers)
                 for i in range(m):
                     kk = best_k[i]
-                    labels[t0 + i] = kk
                     counts[kk] += 1.0
                     for j in range(n_feat):
                         sums[kk, j] += X[t0 + i, j]
-                    if with_sse:
+                    if not sums_only:
+                        labels[t0 + i] = kk
                         dist = 0.0
                         for j in range(n_feat):
                             d = X[t0 + i, j] - centers[kk, j]
@@ -324,16 +325,17 @@ def gmm_log_resp(X, means, precisions_cholesky, log_weights, covariance_type):
     return log_resp, norm
 
 
-def kmeans_statistics(X, centers, with_sse=True):
+def kmeans_statistics(X, centers, sums_only=False):
     """Same contract as :func:`tscube.cluster._reference.kmeans_statistics`."""
     n_samples, n_features = X.shape
     n_clusters = centers.shape[0]
     block, n_blocks = _n_blocks(n_samples)
-    labels = np.empty(n_samples, dtype=np.int64)
+    labels = np.empty(0 if sums_only else n_samples, dtype=np.int64)
     out_sse = np.zeros((n_blocks, n_clusters))
     out_counts = np.zeros((n_blocks, n_clusters))
     out_sums = np.zeros((n_blocks, n_clusters, n_features))
     _kmeans_kernel(n_features)(X, np.ascontiguousarray(centers, dtype=np.float64), block,
-                               n_blocks, with_sse, labels, out_sse, out_counts, out_sums)
-    sse = out_sse.sum(axis=0) if with_sse else None
-    return labels, sse, out_counts.sum(axis=0), out_sums.sum(axis=0)
+                               n_blocks, sums_only, labels, out_sse, out_counts, out_sums)
+    if sums_only:
+        return None, None, out_counts.sum(axis=0), out_sums.sum(axis=0)
+    return labels, out_sse.sum(axis=0), out_counts.sum(axis=0), out_sums.sum(axis=0)

@@ -247,9 +247,9 @@ def gmm_log_resp(X, means, precisions_cholesky, log_weights, covariance_type):
     return d_resp.copy_to_host(), d_norm.copy_to_host()
 
 
-def kmeans_statistics(X, centers, with_sse=True):
-    """Same contract as :func:`tscube.cluster._reference.kmeans_statistics` (the SSE is
-    always computed: it is one of the sums of the statistics kernel)."""
+def kmeans_statistics(X, centers, sums_only=False):
+    """Same contract as :func:`tscube.cluster._reference.kmeans_statistics` (labels and
+    SSE are always returned: the statistics kernel reads both)."""
     d_X = prepare(X)
     n_samples, n_features = d_X.shape
     n_clusters = centers.shape[0]

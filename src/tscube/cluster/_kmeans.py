@@ -192,25 +192,29 @@ def lloyd(samples, centers, max_iter, tol):
     """Lloyd iterations as scikit-learn's ``_kmeans_single_lloyd``.
 
     Stops when no label changed or when the summed squared centre shift is at most
-    ``tol``. Unchanged labels give unchanged sums, hence a zero shift, so the labels
-    are only compared after an empty cluster was relocated (the one way the centres
-    can move with the same labels); the passes skip the SSE, which only the final one
-    returns. Returns centres, labels (None for streamed data), per-cluster SSE and
-    counts under the final centres, the number of iterations and whether it converged.
+    ``tol``. Unchanged labels give unchanged sums, hence a zero shift, so an iteration
+    only needs the counts and sums (no labels, no SSE: ``sums_only``). The labels are
+    computed only when a cluster is empty, to relocate it (in-memory data), and then
+    compared with those of the previous iteration: equal labels mean equal counts, so
+    that iteration had relocated too and kept its labels. Returns centres, labels
+    (None for streamed data), per-cluster SSE and counts under the final centres, the
+    number of iterations and whether it converged.
     """
     previous_labels = None
     converged = False
     for iteration in range(1, max_iter + 1):
-        labels, _, counts, sums = samples.kmeans_statistics(centers, with_sse=False)
-        relocated = labels is not None and bool(np.any(counts == 0))
-        if relocated:
+        labels, _, counts, sums = samples.kmeans_statistics(centers, sums_only=True)
+        labels = None
+        if np.any(counts == 0) and hasattr(samples, "host"):
+            labels, _, counts, sums = samples.kmeans_statistics(centers)
             relocate_empty_clusters(samples.host, centers, labels, counts, sums)
         new_centers = centers.copy()
         filled = counts > 0
         new_centers[filled] = sums[filled] / counts[filled, None]
         shift = float(np.sum((new_centers - centers) ** 2))
         centers = new_centers
-        if relocated and previous_labels is not None and np.array_equal(labels, previous_labels):
+        if labels is not None and previous_labels is not None and np.array_equal(
+                labels, previous_labels):
             converged = True
             break
         if shift <= tol:

@@ -121,8 +121,8 @@ class InMemorySamples:
     def gmm_statistics(self, *params):
         return self.engine.gmm_statistics(self.data, *params)
 
-    def kmeans_statistics(self, centers, with_sse=True):
-        return self.engine.kmeans_statistics(self.data, centers, with_sse)
+    def kmeans_statistics(self, centers, sums_only=False):
+        return self.engine.kmeans_statistics(self.data, centers, sums_only)
 
 
 def _chunk_moments(block):
@@ -221,8 +221,8 @@ class StreamedSamples:
     def gmm_statistics(self, *params):
         return self._reduce("gmm_statistics", params)
 
-    def kmeans_statistics(self, centers, with_sse=True):
-        return self._reduce("kmeans_statistics", (centers, with_sse))
+    def kmeans_statistics(self, centers, sums_only=False):
+        return self._reduce("kmeans_statistics", (centers, sums_only))
 
 
 def make_samples(X, engine_name, engine, feature_dim="band", scheduler=None):
