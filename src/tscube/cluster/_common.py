@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 
 import numpy as np
 
@@ -145,6 +146,21 @@ def gmm_m_step(nk, s1, s2, pivot_means, reg_covar, covariance_type):
     weights = nk / nk.sum()
     precisions_cholesky = precision_cholesky_from_covariances(covariances, covariance_type)
     return weights, means, covariances, precisions_cholesky
+
+
+def nearest_centre(X, i, centers):
+    """First centre at the smallest exact squared distance ``Σ_j (X[i, j] − c_kj)²`` from
+    row ``i`` (summed in feature order), and that distance. Plain Python, compiled by the
+    cpu engine (numba) and the cuda engine (a device function)."""
+    nearest, smallest = 0, math.inf
+    for k in range(centers.shape[0]):
+        dist = 0.0
+        for j in range(X.shape[1]):
+            d = X[i, j] - centers[k, j]
+            dist += d * d
+        if dist < smallest:
+            nearest, smallest = k, dist
+    return nearest, smallest
 
 
 def kmeans_plusplus(X, n_clusters, rng):

@@ -17,7 +17,10 @@ from numba import njit, prange
 
 from tscube import config
 
+from ._common import nearest_centre
 from ._reference import LOG_2PI, prepare  # noqa: F401  (same preparation)
+
+_nearest_centre = njit(cache=True)(nearest_centre)
 
 
 def _n_blocks(n_samples):
@@ -212,32 +215,13 @@ def _kmeans_kernel(n_features: int):
                 best_k[i] = k if s < b else best_k[i]
                 best[i] = s if s < b else b
 
-    @njit
-    def exact_nearest(xt, i, centers):
-        """First centre at the smallest exact squared distance from sample ``i``."""
-        nearest, smallest = 0, np.inf
-        for k in range(centers.shape[0]):
-            dist = 0.0
-            for j in range(n_feat):
-                d = xt[j, i] - centers[k, j]
-                dist += d * d
-            if dist < smallest:
-                nearest, smallest = k, dist
-        return nearest
-
     @njit(parallel=True)
     def kernel(X, centers, block, n_blocks, sums_only, labels, out_sse, out_counts, out_sums):
         n_samples, n_columns = X.shape
         n_clusters = centers.shape[0]
         c2 = -2.0 * centers
-        cn = np.empty(n_clusters)
-        largest_cn = 0.0
-        for k in range(n_clusters):
-            norm = 0.0
-            for j in range(n_feat):
-                norm += centers[k, j] * centers[k, j]
-            cn[k] = norm
-            largest_cn = max(largest_cn, norm)
+        cn = np.sum(centers * centers, axis=1)  # ‖c_k‖²
+        largest_cn = cn.max()
         margin = KMEANS_MARGIN * (n_feat + 3) * np.finfo(np.float64).eps
         for b in prange(n_blocks):
             sse = np.zeros(n_clusters)
@@ -265,7 +249,7 @@ def _kmeans_kernel(n_features: int):
                 if n_close:
                     for i in range(m):
                         if best[i] < 0.0:
-                            best_k[i] = exact_nearest(xt, i, centers)
+                            best_k[i] = _nearest_centre(X, t0 + i, centers)[0]
                 for i in range(m):
                     kk = best_k[i]
                     counts[kk] += 1.0
