@@ -203,7 +203,7 @@ def lloyd(samples, centers, max_iter, tol):
     previous_labels = None
     converged = False
     for iteration in range(1, max_iter + 1):
-        labels, _, counts, sums = samples.kmeans_statistics(centers, sums_only=True)
+        _, _, counts, sums = samples.kmeans_statistics(centers, sums_only=True)
         labels = None
         if np.any(counts == 0) and hasattr(samples, "host"):
             labels, _, counts, sums = samples.kmeans_statistics(centers)
