@@ -7,7 +7,8 @@ precisions; the same centres for k-means) and runs a fixed number of iterations
 A fit's fixed costs (input checks, scikit-learn's parameter initialisation, the
 final labelling pass) are removed by timing ``max_iter=1`` and ``max_iter=1+n``
 fits: seconds per iteration = difference / (iterations run - 1); "fit s" is the
-whole ``max_iter=1+n`` fit. Timings are the best of ``--repeat`` runs. Prints one
+whole ``max_iter=1+n`` fit. Timings are the best of ``--repeat`` rounds, in each of
+which every engine runs once (so that load from other jobs hits them alike). Prints one
 JSON line per measurement and a Markdown table at the end, with the time of reading
 the data once beside (a parallel sum of ``X``: the memory floor of one pass).
 
@@ -98,10 +99,17 @@ def main():
     for method, by_engine in ((m, makers[m]) for m in methods):
         baseline = None
         reference_value = None
-        for engine, make in by_engine.items():
-            repeat = args.repeat + (1 if method == "kmeans" else 0)  # short runs: noisier
-            t_one, _ = best_time(lambda: make(1).fit(X), repeat)
-            t_all, model = best_time(lambda: make(1 + args.iters).fit(X), repeat)
+        # the engines take turns in every round, so that a change of the machine's load
+        # (shared machines) hits them alike; best of the rounds per engine
+        repeat = args.repeat + (1 if method == "kmeans" else 0)  # short runs: noisier
+        timings = {engine: [np.inf, np.inf, None] for engine in by_engine}
+        for _ in range(repeat):
+            for engine, make in by_engine.items():
+                t_one, _ = best_time(lambda: make(1).fit(X), 1)
+                t_all, model = best_time(lambda: make(1 + args.iters).fit(X), 1)
+                best = timings[engine]
+                best[:] = min(best[0], t_one), min(best[1], t_all), model
+        for engine, (t_one, t_all, model) in timings.items():
             # k-means stops early when no label changes, whatever tol
             per_iter = max(t_all - t_one, 1e-9) / max(model.n_iter_ - 1, 1)
             value = model.lower_bound_ if method == "gmm" else model.inertia_
