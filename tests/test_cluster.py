@@ -33,10 +33,12 @@ def explicit_init(X, k, covariance_type, seed=0):
     means = X[rng.choice(X.shape[0], k, replace=False)]
     weights = rng.uniform(0.5, 1.5, k)
     weights /= weights.sum()
-    if covariance_type == "full":
-        precisions = np.array([np.eye(d) * rng.uniform(0.5, 2) for _ in range(k)])
-    else:
-        precisions = rng.uniform(0.5, 2, (k, d))
+    precisions = {
+        "full": lambda: np.array([np.eye(d) * rng.uniform(0.5, 2) for _ in range(k)]),
+        "tied": lambda: np.eye(d) * rng.uniform(0.5, 2) + 0.1,
+        "diag": lambda: rng.uniform(0.5, 2, (k, d)),
+        "spherical": lambda: rng.uniform(0.5, 2, k),
+    }[covariance_type]()
     return dict(weights_init=weights, means_init=means, precisions_init=precisions)
 
 
@@ -66,7 +68,10 @@ def assert_same_mixture(ours, theirs, rtol=1e-6):
 
 
 # ----------------------------------------------------------- reference == scikit-learn
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+COVARIANCE_TYPES = ["full", "tied", "diag", "spherical"]
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 @pytest.mark.parametrize("engine", ENGINES)
 def test_gmm_equals_sklearn_after_fixed_iterations(mixture, covariance_type, engine):
     X, _ = mixture
@@ -77,7 +82,7 @@ def test_gmm_equals_sklearn_after_fixed_iterations(mixture, covariance_type, eng
     np.testing.assert_array_equal(ours.labels_, theirs.predict(X))
 
 
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 def test_gmm_stops_at_the_same_iteration_as_sklearn(mixture, covariance_type):
     X, _ = mixture
     init = explicit_init(X, 4, covariance_type, seed=3)
@@ -87,11 +92,12 @@ def test_gmm_stops_at_the_same_iteration_as_sklearn(mixture, covariance_type):
     assert_same_mixture(ours, theirs)
 
 
-def test_gmm_inference_equals_sklearn(mixture):
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_gmm_inference_equals_sklearn(mixture, covariance_type):
     X, _ = mixture
-    init = explicit_init(X, 4, "full", seed=5)
-    theirs = fit_sklearn_gmm(X, 4, "full", 20, 0.0, init)
-    ours = fit_gmm(X, 4, "full", 20, 0.0, init, "cpu")
+    init = explicit_init(X, 4, covariance_type, seed=5)
+    theirs = fit_sklearn_gmm(X, 4, covariance_type, 20, 0.0, init)
+    ours = fit_gmm(X, 4, covariance_type, 20, 0.0, init, "cpu")
     np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-8)
     np.testing.assert_allclose(ours.score_samples(X), theirs.score_samples(X), rtol=1e-6)
     np.testing.assert_allclose(ours.score(X), theirs.score(X), rtol=1e-6)
@@ -277,7 +283,7 @@ def test_empty_streamed_kmeans_cluster_keeps_its_centre_and_warns():
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(covariance_type="tied"), "covariance_type"),
+    (dict(covariance_type="banana"), "covariance_type"),
     (dict(engine="gpu"), "engine"),
     (dict(max_iter=0), "max_iter"),
     (dict(reg_covar=-1.0), "reg_covar"),
@@ -328,23 +334,6 @@ def test_cpu_kmeans_tiles_give_the_reference_labels(n_samples, n_features, monke
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
 
 
-def test_estimators_follow_the_scikit_learn_protocol():
-    from sklearn.base import clone
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    X, _ = make_gmm(600, 3, 3, separation=3.0, random_state=2)
-    model = KMeans(3, n_init=2, random_state=0, engine="cpu")
-    assert clone(model).get_params() == model.get_params()
-    assert model.set_params(n_clusters=4).n_clusters == 4
-    with pytest.raises(ValueError):
-        model.set_params(no_such_parameter=1)
-    pipeline = make_pipeline(StandardScaler(), KMeans(3, random_state=0, engine="cpu")).fit(X)
-    assert pipeline.predict(X).shape == (600,)
-    gmm = clone(GaussianMixture(3, covariance_type="diag", random_state=1))
-    assert gmm.get_params()["covariance_type"] == "diag"
-
-
 def test_kmeans_n_init_keeps_the_lowest_inertia():
     X, _ = make_gmm(3000, 2, 8, separation=1.5, random_state=5)
     one = KMeans(8, init="random", n_init=1, random_state=3, engine="cpu").fit(X)
@@ -372,7 +361,7 @@ def test_kmeans_transform_equals_scikit_learn():
     assert distances.shape == (500, 3) and np.isnan(distances[7]).all() and np.isfinite(distances[8]).all()
 
 
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 def test_gmm_sample_follows_the_fitted_mixture(covariance_type):
     X, _ = make_gmm(4000, 2, 3, separation=4.0, random_state=8)
     gmm = GaussianMixture(3, covariance_type=covariance_type, random_state=0, engine="cpu").fit(X)
@@ -383,7 +372,9 @@ def test_gmm_sample_follows_the_fitted_mixture(covariance_type):
     for k in range(3):
         np.testing.assert_allclose(drawn[labels == k].mean(axis=0), gmm.means_[k], atol=0.05)
         covariance = np.cov(drawn[labels == k].T)
-        expected = gmm.covariances_[k] if covariance_type == "full" else np.diag(gmm.covariances_[k])
+        expected = {"full": lambda: gmm.covariances_[k], "tied": lambda: gmm.covariances_,
+                    "diag": lambda: np.diag(gmm.covariances_[k]),
+                    "spherical": lambda: np.eye(2) * gmm.covariances_[k]}[covariance_type]()
         np.testing.assert_allclose(covariance, expected, atol=0.05 * np.abs(expected).max())
     again, _ = gmm.sample(60_000)
     np.testing.assert_array_equal(again, drawn)  # seeded by random_state
@@ -396,12 +387,17 @@ def test_protocol_without_scikit_learn(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "sklearn", None)
     monkeypatch.setitem(sys.modules, "sklearn.base", None)
-    spec = importlib.util.spec_from_file_location("_base_without_sklearn", _base_path())
+    name = "tscube.cluster._base_without_sklearn"
+    spec = importlib.util.spec_from_file_location(name, _base_path())
     base = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(base)
-    assert base.BaseEstimator.__module__ == "_base_without_sklearn"
+    assert base.BaseEstimator.__module__ == name
+    assert issubclass(base.NotFittedError, ValueError)
 
-    class Model(base.ClusterMixin, base.TransformerMixin, base.BaseEstimator):
+    class Model(base.ClassNamePrefixFeaturesOutMixin, base.ClusterMixin, base.TransformerMixin,
+                base.BaseEstimator):
+        _n_features_out = 2
+
         def __init__(self, n=3, *, scale=1.0):
             self.n, self.scale = n, scale
 
@@ -419,9 +415,35 @@ def test_protocol_without_scikit_learn(monkeypatch):
         model.set_params(other=1)
     np.testing.assert_array_equal(model.fit_transform([1.0, 2.0]), [2.0, 4.0])
     assert model._estimator_type == "clusterer"
+    assert list(model.get_feature_names_out()) == ["model0", "model1"]
 
 
 def _base_path():
     from tscube.cluster import _base
 
     return _base.__file__
+
+
+@pytest.mark.parametrize("n_clusters", [6, 7])  # even and odd: centres in pairs, one left
+def test_cpu_kmeans_expanded_form_keeps_the_exact_labels(n_clusters):
+    """Far from the origin ‖c‖² − 2x·c cancels: here the plain expanded form mislabels
+    samples near the cluster boundaries, while the kernel, which re-assigns every sample
+    whose two best scores are within the rounding bound with exact distances, gives the
+    labels of the exact distance (the reference's), ties to the first centre included."""
+    rng = np.random.default_rng(n_clusters)
+    offset = 1e4  # ‖x‖² ≈ 4e8, distances ≈ 1e-6: the expanded form keeps ~2 digits
+    centers = offset + rng.normal(size=(n_clusters, 4)) * 1e-3
+    X = offset + rng.normal(size=(20_000, 4)) * 1e-3
+    X[:50] = 0.5 * (centers[0] + centers[1])  # exact ties (as far as rounding allows)
+    centers[4] = centers[2]  # a duplicate centre: the first one wins
+    expected = _reference.kmeans_statistics(X, centers)
+    naive = np.argmin(np.sum(centers**2, axis=1) - 2.0 * X @ centers.T, axis=1)
+    assert np.sum(naive != expected[0]) > 10  # the test would catch a plain expanded form
+    got = _cpu.kmeans_statistics(X, centers)
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert not np.any(got[0] == 4)
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
+    labels, sse, counts, sums = _cpu.kmeans_statistics(X, centers, sums_only=True)
+    assert labels is None and sse is None
+    np.testing.assert_array_equal(counts, got[2])
+    np.testing.assert_array_equal(sums, got[3])

@@ -697,7 +697,7 @@ def cluster(
     k: int = typer.Option(..., "-k", help="Number of clusters."),
     output: Path = typer.Option(..., "-o", "--output", help="Label GeoTIFF to write."),
     method: str = typer.Option("gmm", help="gmm or kmeans."),
-    covariance_type: str = typer.Option("full", help="GMM covariance: full or diag."),
+    covariance_type: str = typer.Option("full", help="GMM covariance: full, tied, diag or spherical."),
     variables: Optional[list[str]] = typer.Option(None, "--variable", help="NetCDF/Zarr variable to use (repeat for several)."),
     standardize: bool = typer.Option(False, "--standardize", help="Scale features to zero mean and unit variance."),
     max_iter: int = typer.Option(100, help="Maximum EM / Lloyd iterations."),

@@ -83,3 +83,28 @@ def test_cuda_engine_streams_dask_chunks(problem):
     np.testing.assert_allclose(b.means_, a.means_, rtol=1e-10)
     np.testing.assert_allclose(b.covariances_, a.covariances_, rtol=1e-10)
     np.testing.assert_allclose(b.lower_bound_, a.lower_bound_, rtol=1e-12)
+
+
+@pytest.mark.parametrize("covariance_type,precisions", [
+    ("tied", np.eye(3) * 0.8 + 0.1),
+    ("spherical", np.array([0.5, 1.0, 2.0])),
+])
+def test_cuda_tied_and_spherical_mixtures_equal_reference(problem, covariance_type, precisions):
+    """Tied and spherical mixtures run through the engine's full and diagonal kernels."""
+    X, means, _, _ = problem
+    init = dict(means_init=means, weights_init=np.array([0.2, 0.3, 0.5]),
+                precisions_init=precisions)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = GaussianMixture(3, covariance_type=covariance_type, max_iter=2, tol=0,
+                            engine="reference", **init).fit(X)
+        b = GaussianMixture(3, covariance_type=covariance_type, max_iter=2, tol=0,
+                            engine="cuda", **init).fit(X)
+    assert b.covariances_.shape == a.covariances_.shape == {"tied": (3, 3), "spherical": (3,)}[
+        covariance_type]
+    np.testing.assert_allclose(b.weights_, a.weights_, rtol=1e-10)
+    np.testing.assert_allclose(b.means_, a.means_, rtol=1e-10)
+    np.testing.assert_allclose(b.covariances_, a.covariances_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b.lower_bound_, a.lower_bound_, rtol=1e-12)
+    np.testing.assert_array_equal(b.labels_, a.labels_)
+    np.testing.assert_allclose(b.score_samples(X), a.score_samples(X), rtol=1e-12)

@@ -72,7 +72,7 @@ def run_cluster(input_path, k, output_path, *, method="gmm", covariance_type="fu
         GeoTIFF of int32 labels ``0..k-1`` with the input's CRS and transform;
         pixels with any non-finite feature get the nodata value -1.
     method : {"gmm", "kmeans"}
-    covariance_type : {"full", "diag"}
+    covariance_type : {"full", "tied", "diag", "spherical"}
         For ``method="gmm"``.
     engine : {"auto", "reference", "cpu", "cuda"}
     max_iter : int

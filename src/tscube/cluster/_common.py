@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import math
 
 import numpy as np
 
 ENGINES = ("auto", "reference", "cpu", "cuda")
-COVARIANCE_TYPES = ("full", "diag")
+COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
+#: The engines compute "full" or "diag" statistics; "tied" and "spherical" mixtures
+#: are evaluated through them (see :func:`engine_precisions`).
+ENGINE_COVARIANCE_TYPE = {"full": "full", "tied": "full", "diag": "diag", "spherical": "diag"}
 
 
 def resolve_engine(engine):
@@ -38,7 +42,8 @@ def check_nonnegative_float(value, name):
 
 
 def precision_cholesky_from_covariances(covariances, covariance_type):
-    """Upper-triangular ``P`` with ``P P^T = Σ^-1`` per component (scikit-learn's layout).
+    """Upper-triangular ``P`` with ``P P^T = Σ^-1`` per component (scikit-learn's layout:
+    (K, D, D) "full", (D, D) "tied", (K, D) "diag", (K,) "spherical").
 
     Raises a ValueError (asking for a larger ``reg_covar``) when a covariance is
     not positive definite.
@@ -47,6 +52,8 @@ def precision_cholesky_from_covariances(covariances, covariance_type):
         "a component's covariance is not positive definite (too few or collinear "
         "samples in it); increase reg_covar or decrease n_components"
     )
+    if covariance_type == "tied":
+        return precision_cholesky_from_covariances(covariances[None], "full")[0]
     if covariance_type == "full":
         n_components, n_features, _ = covariances.shape
         result = np.empty_like(covariances)
@@ -68,6 +75,8 @@ def precision_cholesky_from_covariances(covariances, covariance_type):
 def precision_cholesky_from_precisions(precisions, covariance_type):
     """``P`` from user-given precision matrices (as scikit-learn's ``precisions_init``)."""
     precisions = np.asarray(precisions, dtype=np.float64)
+    if covariance_type == "tied":
+        return precision_cholesky_from_precisions(precisions[None], "full")[0]
     if covariance_type == "full":
         result = np.empty_like(precisions)
         for k in range(precisions.shape[0]):
@@ -85,30 +94,73 @@ def precision_cholesky_from_precisions(precisions, covariance_type):
 def precisions_from_cholesky(precisions_cholesky, covariance_type):
     if covariance_type == "full":
         return np.einsum("kij,klj->kil", precisions_cholesky, precisions_cholesky)
+    if covariance_type == "tied":
+        return precisions_cholesky @ precisions_cholesky.T
     return precisions_cholesky**2
+
+
+def engine_precisions(precisions_cholesky, covariance_type, n_components, n_features):
+    """The factors in an engine's layout and the statistics it should compute.
+
+    A tied mixture is a full one whose K factors are equal, a spherical mixture a
+    diagonal one whose D factors are equal: the engines evaluate them so, and return
+    the full or diagonal statistics from which :func:`gmm_m_step` pools the shared
+    covariance or averages the features' variances.
+    """
+    factors = np.asarray(precisions_cholesky, dtype=np.float64)
+    if covariance_type == "tied":
+        factors = np.repeat(factors[None], n_components, axis=0)
+    elif covariance_type == "spherical":
+        factors = np.repeat(factors[:, None], n_features, axis=1)
+    return factors, ENGINE_COVARIANCE_TYPE[covariance_type]
 
 
 def gmm_m_step(nk, s1, s2, pivot_means, reg_covar, covariance_type):
     """New weights, means, covariances and precision factors from summed statistics.
 
     ``s1``/``s2`` are centred on ``pivot_means`` (the means they were computed
-    with). As in scikit-learn, ``10·eps`` is added to every ``nk`` so that an
-    empty component keeps its mean, gets covariance ``reg_covar·I`` and a weight
-    of about zero instead of dividing by zero.
+    with), ``s2`` full for "full"/"tied" and diagonal for "diag"/"spherical". As in
+    scikit-learn, ``10·eps`` is added to every ``nk`` so that an empty component
+    keeps its mean, gets covariance ``reg_covar·I`` and a weight of about zero
+    instead of dividing by zero. "tied": the components' scatter matrices pooled,
+    divided by ``Σ nk``; "spherical": the mean over features of the diagonal
+    covariance (scikit-learn's definitions).
     """
     nk = nk + 10 * np.finfo(np.float64).eps
     shift = s1 / nk[:, None]
     means = pivot_means + shift
-    if covariance_type == "full":
-        covariances = s2 / nk[:, None, None] - shift[:, :, None] * shift[:, None, :]
-        covariances = 0.5 * (covariances + covariances.transpose(0, 2, 1))
-        n_features = means.shape[1]
-        covariances[:, np.arange(n_features), np.arange(n_features)] += reg_covar
+    n_features = means.shape[1]
+    diagonal = np.arange(n_features)
+    if covariance_type in ("full", "tied"):
+        outer = shift[:, :, None] * shift[:, None, :]
+        if covariance_type == "full":
+            covariances = s2 / nk[:, None, None] - outer
+        else:
+            covariances = (s2 - nk[:, None, None] * outer).sum(axis=0) / nk.sum()
+        covariances = 0.5 * (covariances + np.swapaxes(covariances, -1, -2))
+        covariances[..., diagonal, diagonal] += reg_covar
     else:
         covariances = s2 / nk[:, None] - shift * shift + reg_covar
+        if covariance_type == "spherical":
+            covariances = covariances.mean(axis=1)
     weights = nk / nk.sum()
     precisions_cholesky = precision_cholesky_from_covariances(covariances, covariance_type)
     return weights, means, covariances, precisions_cholesky
+
+
+def nearest_centre(X, i, centers):
+    """First centre at the smallest exact squared distance ``Σ_j (X[i, j] − c_kj)²`` from
+    row ``i`` (summed in feature order), and that distance. Plain Python, compiled by the
+    cpu engine (numba) and the cuda engine (a device function)."""
+    nearest, smallest = 0, math.inf
+    for k in range(centers.shape[0]):
+        dist = 0.0
+        for j in range(X.shape[1]):
+            d = X[i, j] - centers[k, j]
+            dist += d * d
+        if dist < smallest:
+            nearest, smallest = k, dist
+    return nearest, smallest
 
 
 def kmeans_plusplus(X, n_clusters, rng):

@@ -25,7 +25,10 @@ from numba import cuda
 
 from tscube import config
 
+from ._common import nearest_centre
 from ._reference import LOG_2PI
+
+_nearest_centre = cuda.jit(device=True)(nearest_centre)
 
 _SLICES_PER_BLOCK = 32  # threads along the sample-slice axis of the statistics grid
 _MAX_SLICES = 8192  # at most this many partial sums per statistic
@@ -132,19 +135,9 @@ def _gmm_statistics_kernel(X, means, resp, norm, stat_a, stat_b, n_slices, out):
 @cuda.jit
 def _nearest_kernel(X, centers, out_labels, out_distance):
     i = cuda.grid(1)
-    n_samples, n_features = X.shape
-    if i >= n_samples:
+    if i >= X.shape[0]:
         return
-    best = math.inf
-    best_k = 0
-    for k in range(centers.shape[0]):
-        dist = 0.0
-        for j in range(n_features):
-            d = X[i, j] - centers[k, j]
-            dist += d * d
-        if dist < best:
-            best = dist
-            best_k = k
+    best_k, best = _nearest_centre(X, i, centers)
     out_labels[i] = best_k
     out_distance[i] = best
 
@@ -247,8 +240,9 @@ def gmm_log_resp(X, means, precisions_cholesky, log_weights, covariance_type):
     return d_resp.copy_to_host(), d_norm.copy_to_host()
 
 
-def kmeans_statistics(X, centers):
-    """Same contract as :func:`tscube.cluster._reference.kmeans_statistics`."""
+def kmeans_statistics(X, centers, sums_only=False):
+    """Same contract as :func:`tscube.cluster._reference.kmeans_statistics` (labels and
+    SSE are always returned: the statistics kernel reads both)."""
     d_X = prepare(X)
     n_samples, n_features = d_X.shape
     n_clusters = centers.shape[0]

@@ -6,11 +6,12 @@ import warnings
 
 import numpy as np
 
-from ._base import BaseEstimator, DensityMixin
+from ._base import BaseEstimator, DensityMixin, EstimatorChecks
 from ._common import (
     COVARIANCE_TYPES,
     check_nonnegative_float,
     check_positive_int,
+    engine_precisions,
     gmm_m_step,
     precision_cholesky_from_covariances,
     precision_cholesky_from_precisions,
@@ -23,7 +24,7 @@ from ._streaming import apply_per_sample, make_samples
 GMM_INITS = ("kmeans", "k-means++", "random_from_data")
 
 
-class GaussianMixture(DensityMixin, BaseEstimator):
+class GaussianMixture(EstimatorChecks, DensityMixin, BaseEstimator):
     """Gaussian mixture fitted by expectation-maximisation.
 
     Every EM iteration is one pass over the data (E step and the sums of the
@@ -35,8 +36,11 @@ class GaussianMixture(DensityMixin, BaseEstimator):
     ----------
     n_components : int
         Number of mixture components ``K``.
-    covariance_type : {"full", "diag"}
-        Full covariance matrices or diagonal ones.
+    covariance_type : {"full", "tied", "diag", "spherical"}
+        A full covariance matrix per component, one full matrix shared by all
+        components, a diagonal matrix per component, or one variance per component
+        (scikit-learn's options and layouts of ``covariances_``: (K, D, D), (D, D),
+        (K, D), (K,)).
     tol : float
         Stop when the average log-likelihood improves by less than ``tol``.
     reg_covar : float
@@ -50,6 +54,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         means and a spherical covariance per component (the paper's start);
         "k-means++": the k-means++ seeds as means; "random_from_data": random samples
         as means. The last two use equal weights and the data's mean variance.
+        "tied" starts from the weighted mean of the components' variances.
     weights_init, means_init, precisions_init : array-like, optional
         Explicit initial parameters (layouts as scikit-learn's); they override
         those of ``init``.
@@ -133,10 +138,12 @@ class GaussianMixture(DensityMixin, BaseEstimator):
                 means = kmeans._initial_centers(samples, rng)
                 weights = np.full(k, 1.0 / k)
                 variances = np.full(k, mean_variance)
-            if cov_type == "full":
-                covariances = variances[:, None, None] * np.eye(d)
-            else:
-                covariances = np.repeat(variances[:, None], d, axis=1)
+            covariances = {
+                "full": lambda: variances[:, None, None] * np.eye(d),
+                "tied": lambda: np.dot(weights, variances) * np.eye(d),
+                "diag": lambda: np.repeat(variances[:, None], d, axis=1),
+                "spherical": lambda: variances,
+            }[cov_type]()
         self.weights_ = weights if self.weights_init is None else self._check_array(
             self.weights_init, (k,), "weights_init")
         if self.weights_init is not None:
@@ -147,7 +154,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         if self.precisions_init is None:
             self.precisions_cholesky_ = precision_cholesky_from_covariances(covariances, cov_type)
         else:
-            shape = (k, d, d) if cov_type == "full" else (k, d)
+            shape = {"full": (k, d, d), "tied": (d, d), "diag": (k, d), "spherical": (k,)}[cov_type]
             self.precisions_cholesky_ = precision_cholesky_from_precisions(
                 self._check_array(self.precisions_init, shape, "precisions_init"), cov_type)
 
@@ -182,9 +189,7 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         self.converged_ = False
         for n_iter in range(1, int(self.max_iter) + 1):
             previous = lower_bound
-            log_likelihood, nk, s1, s2 = samples.gmm_statistics(
-                self.means_, self.precisions_cholesky_, np.log(self.weights_),
-                self.covariance_type)
+            log_likelihood, nk, s1, s2 = samples.gmm_statistics(*self._engine_parameters())
             self.weights_, self.means_, self.covariances_, self.precisions_cholesky_ = (
                 gmm_m_step(nk, s1, s2, self.means_, self.reg_covar, self.covariance_type))
             lower_bound = log_likelihood / samples.n_samples
@@ -210,28 +215,31 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         """Draw ``n_samples`` samples from the fitted mixture, as scikit-learn's
         ``GaussianMixture.sample``: ``(X (n, D), y (n,))``, grouped by component, the
         number per component multinomial in the weights (seeded by ``random_state``)."""
-        self._check_fitted()
+        self._check_fitted_input()
         n_samples = check_positive_int(n_samples, "n_samples")
         rng = np.random.default_rng(self.random_state)
         counts = rng.multinomial(n_samples, self.weights_ / self.weights_.sum())
+        covariances = (np.broadcast_to(self.covariances_, (len(counts),) + self.covariances_.shape)
+                       if self.covariance_type == "tied" else self.covariances_)
         parts = []
-        for mean, covariance, count in zip(self.means_, self.covariances_, counts):
-            if self.covariance_type == "full":
+        for mean, covariance, count in zip(self.means_, covariances, counts):
+            if self.covariance_type in ("full", "tied"):
                 parts.append(rng.multivariate_normal(mean, covariance, int(count), method="cholesky"))
-            else:
+            else:  # diagonal or spherical: independent features
                 parts.append(mean + rng.standard_normal((int(count), mean.size)) * np.sqrt(covariance))
         labels = np.repeat(np.arange(len(counts)), counts)
         return np.vstack(parts), labels
 
     # --------------------------------------------------------------- inference
-    def _check_fitted(self):
-        if not hasattr(self, "precisions_cholesky_") or not hasattr(self, "n_iter_"):
-            raise ValueError("this GaussianMixture is not fitted yet: call fit first")
+    def _engine_parameters(self):
+        """Means, precision factors, log weights and statistics type as the engines take them."""
+        factors, kind = engine_precisions(self.precisions_cholesky_, self.covariance_type,
+                                          *self.means_.shape)
+        return self.means_, factors, np.log(self.weights_), kind
 
     def _log_resp_function(self, output):
         engine = resolve_engine(self.engine)
-        params = (self.means_, self.precisions_cholesky_, np.log(self.weights_),
-                  self.covariance_type)
+        params = self._engine_parameters()
 
         def function(rows):
             log_resp, log_prob_norm = engine.gmm_log_resp(engine.prepare(rows), *params)
@@ -248,19 +256,19 @@ class GaussianMixture(DensityMixin, BaseEstimator):
 
         xarray input gives a label map with the input's coords (CRS included).
         """
-        self._check_fitted()
+        self._check_fitted_input(X)
         return apply_per_sample(X, self._log_resp_function("labels"), None, np.int64, -1,
                                 self.feature_dim)
 
     def predict_proba(self, X):
         """Responsibilities, shape (..., K) (NaN where a feature is not finite)."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         return apply_per_sample(X, self._log_resp_function("proba"), self._k, np.float64,
                                 np.nan, self.feature_dim)
 
     def score_samples(self, X):
         """Log-likelihood of every sample (NaN where a feature is not finite)."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         return apply_per_sample(X, self._log_resp_function("score"), None, np.float64,
                                 np.nan, self.feature_dim)
 
@@ -270,17 +278,16 @@ class GaussianMixture(DensityMixin, BaseEstimator):
         return total / n
 
     def _total_log_likelihood(self, X):
-        self._check_fitted()
+        self._check_fitted_input(X)
         engine = resolve_engine(self.engine)
         samples = make_samples(X, self.engine, engine, self.feature_dim)
-        log_likelihood = samples.gmm_statistics(
-            self.means_, self.precisions_cholesky_, np.log(self.weights_),
-            self.covariance_type)[0]
+        log_likelihood = samples.gmm_statistics(*self._engine_parameters())[0]
         return log_likelihood, samples.n_samples
 
     def _n_parameters(self):
         k, d = self.means_.shape
-        cov_params = k * d * (d + 1) / 2 if self.covariance_type == "full" else k * d
+        cov_params = {"full": k * d * (d + 1) / 2, "tied": d * (d + 1) / 2, "diag": k * d,
+                      "spherical": k}[self.covariance_type]
         return int(cov_params + k * d + k - 1)
 
     def bic(self, X):

@@ -8,14 +8,21 @@ import numpy as np
 
 from tscube import config
 
-from ._base import BaseEstimator, ClusterMixin, TransformerMixin
+from ._base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    EstimatorChecks,
+    TransformerMixin,
+)
 from ._common import check_nonnegative_float, check_positive_int, kmeans_plusplus, resolve_engine
 from ._streaming import apply_per_sample, make_samples
 
 KMEANS_INITS = ("k-means++", "random")
 
 
-class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
+class KMeans(EstimatorChecks, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+             BaseEstimator):
     """k-means clustering by Lloyd's assign/aggregate iterations.
 
     Each iteration is one pass over the data: every sample is assigned to its
@@ -141,13 +148,14 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             return 1
         return n_init
 
-    def _check_fitted(self):
-        if not hasattr(self, "cluster_centers_"):
-            raise ValueError("this KMeans is not fitted yet: call fit first")
+    @property
+    def _n_features_out(self):
+        """Number of outputs of ``transform`` (names from ``get_feature_names_out``)."""
+        return self.cluster_centers_.shape[0]
 
     def predict(self, X):
         """Index of the nearest centre per sample (-1 where a feature is not finite)."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         engine = resolve_engine(self.engine)
         centers = self.cluster_centers_
 
@@ -162,7 +170,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Euclidean distance of every sample to every centre, shape (..., K) (NaN where a
         feature is not finite), as scikit-learn's ``KMeans.transform``."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         centers = self.cluster_centers_
         squared_norms = np.einsum("kd,kd->k", centers, centers)
 
@@ -174,7 +182,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def score(self, X, y=None):
         """Opposite of the inertia of ``X`` under the fitted centres (higher is better)."""
-        self._check_fitted()
+        self._check_fitted_input(X)
         engine = resolve_engine(self.engine)
         samples = make_samples(X, self.engine, engine, self.feature_dim)
         return -float(samples.kmeans_statistics(self.cluster_centers_)[1].sum())
@@ -183,14 +191,22 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 def lloyd(samples, centers, max_iter, tol):
     """Lloyd iterations as scikit-learn's ``_kmeans_single_lloyd``.
 
-    Returns centres, labels (None for streamed data), per-cluster SSE and counts
-    under the final centres, the number of iterations and whether it converged.
+    Stops when no label changed or when the summed squared centre shift is at most
+    ``tol``. Unchanged labels give unchanged sums, hence a zero shift, so an iteration
+    only needs the counts and sums (no labels, no SSE: ``sums_only``). The labels are
+    computed only when a cluster is empty, to relocate it (in-memory data), and then
+    compared with those of the previous iteration: equal labels mean equal counts, so
+    that iteration had relocated too and kept its labels. Returns centres, labels
+    (None for streamed data), per-cluster SSE and counts under the final centres, the
+    number of iterations and whether it converged.
     """
     previous_labels = None
     converged = False
     for iteration in range(1, max_iter + 1):
-        labels, _, counts, sums = samples.kmeans_statistics(centers)
-        if labels is not None and np.any(counts == 0):
+        _, _, counts, sums = samples.kmeans_statistics(centers, sums_only=True)
+        labels = None
+        if np.any(counts == 0) and hasattr(samples, "host"):
+            labels, _, counts, sums = samples.kmeans_statistics(centers)
             relocate_empty_clusters(samples.host, centers, labels, counts, sums)
         new_centers = centers.copy()
         filled = counts > 0

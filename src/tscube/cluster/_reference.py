@@ -100,13 +100,18 @@ def gmm_statistics(X, means, precisions_cholesky, log_weights, covariance_type):
     return float(np.sum(log_prob_norm)), nk, s1, s2
 
 
-def kmeans_statistics(X, centers):
+def kmeans_statistics(X, centers, sums_only=False):
     """One Lloyd assignment: nearest centre per sample and per-cluster sums.
+
+    ``sums_only=True`` tells an engine that only the counts and sums are needed (all
+    that a Lloyd iteration uses); it may then return None for the labels and the SSE
+    (the cpu engine does: it neither writes labels nor computes distances twice; this
+    engine and the cuda one return everything anyway).
 
     Returns
     -------
-    labels : ndarray (N,) int64
-    sse : ndarray (K,)
+    labels : ndarray (N,) int64 or None
+    sse : ndarray (K,) or None
         Sum of squared distances of each cluster's samples to its centre.
     counts : ndarray (K,)
     sums : ndarray (K, D)

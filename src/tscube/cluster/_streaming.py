@@ -44,23 +44,52 @@ def as_feature_dataarray(obj, feature_dim):
 
 
 def as_sample_matrix(X, feature_dim="band"):
-    """Return an (N, D) NumPy or dask array from NumPy/dask/xarray input."""
+    """Return an (N, D) NumPy or dask array from NumPy/dask/xarray input.
+
+    Input that cannot be samples × features is refused with scikit-learn's error types
+    (and the words its estimator checks look for): sparse matrices, complex or
+    non-numeric values, arrays that are not 2-D, no sample or no feature.
+    """
     if _is_xarray(X):
         X = as_feature_dataarray(X, feature_dim)
         data = X.data
         if _is_dask(data):
             data = data.rechunk({data.ndim - 1: -1})
-        return data.reshape(-1, data.shape[-1])
+        return _check_shape(data.reshape(-1, data.shape[-1]))
     if _is_dask(X):
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-        return X.rechunk({1: -1})
+        return _check_shape(X).rechunk({1: -1})
+    if type(X).__module__.startswith("scipy.sparse"):
+        raise TypeError("sparse input is not supported: pass a dense array (X.toarray())")
     X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+    if X.dtype == object:  # numbers stored as objects are numbers
+        try:
+            X = X.astype(np.float64)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"X must hold real numbers: {error}") from None
+    if np.iscomplexobj(X):
+        raise ValueError("Complex data not supported: X must hold real numbers")
     if not (np.issubdtype(X.dtype, np.floating) or np.issubdtype(X.dtype, np.integer)):
         raise TypeError(f"X must hold real numbers, got dtype {X.dtype}")
+    return _check_shape(X)
+
+
+def _check_shape(X):
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}; "
+                         "Reshape your data: X.reshape(-1, 1) for one feature, "
+                         "X.reshape(1, -1) for one sample")
+    for axis, what in enumerate(("sample", "feature")):
+        if X.shape[axis] == 0:
+            raise ValueError(f"Found array with 0 {what}(s) (shape={X.shape}) while a "
+                             "minimum of 1 is required.")
     return X
+
+
+def n_features_of(X, feature_dim="band"):
+    """Number of features of any accepted input, without loading it."""
+    if _is_xarray(X):
+        return as_feature_dataarray(X, feature_dim).sizes[feature_dim]
+    return as_sample_matrix(X, feature_dim).shape[1]
 
 
 def finite_rows(X):
@@ -92,8 +121,8 @@ class InMemorySamples:
     def gmm_statistics(self, *params):
         return self.engine.gmm_statistics(self.data, *params)
 
-    def kmeans_statistics(self, centers):
-        return self.engine.kmeans_statistics(self.data, centers)
+    def kmeans_statistics(self, centers, sums_only=False):
+        return self.engine.kmeans_statistics(self.data, centers, sums_only)
 
 
 def _chunk_moments(block):
@@ -192,8 +221,8 @@ class StreamedSamples:
     def gmm_statistics(self, *params):
         return self._reduce("gmm_statistics", params)
 
-    def kmeans_statistics(self, centers):
-        return self._reduce("kmeans_statistics", (centers,))
+    def kmeans_statistics(self, centers, sums_only=False):
+        return self._reduce("kmeans_statistics", (centers, sums_only))
 
 
 def make_samples(X, engine_name, engine, feature_dim="band", scheduler=None):
