@@ -127,6 +127,41 @@ def _build_table(window, deg, flavor, tab):
 _FAST = {"reassoc", "contract"}
 
 
+@njit(cache=True, inline="always")
+def _fit_from_moments(s0, s1, s2, s3, s4, t0, t1, t2, h, deg, flavor, n_full):
+    """Loess (value, slope) at the evaluation point from the weighted moments
+    s_k = sum w v^k, t_k = sum w v^k y of the scaled offsets v = (x - m)/h; NaN value
+    when the fit fails (no weight, or singular in the stlplus flavour)."""
+    if not s0 > 0.0:
+        return np.nan, np.nan
+    t0 /= s0
+    if deg == 0:
+        return t0, 0.0
+    m1, m2 = s1 / s0, s2 / s0
+    t1 /= s0
+    if deg == 2:
+        m3, m4 = s3 / s0, s4 / s0
+        t2 /= s0
+        det = m2 * m4 - m3 * m3 - m1 * (m1 * m4 - m3 * m2) + m2 * (m1 * m3 - m2 * m2)
+        if abs(det) > SINGULAR_RTOL:
+            b0 = (t0 * (m2 * m4 - m3 * m3) - m1 * (t1 * m4 - m3 * t2)
+                  + m2 * (t1 * m3 - m2 * t2)) / det
+            b1 = ((t1 * m4 - m3 * t2) - t0 * (m1 * m4 - m3 * m2)
+                  + m2 * (m1 * t2 - t1 * m2)) / det
+            return b0, (b1 / h if flavor == _STLPLUS else 0.0)
+        if flavor == _STLPLUS:
+            return np.nan, np.nan
+    var = m2 - m1 * m1
+    if flavor == _STLPLUS:
+        if not abs(var) > SINGULAR_RTOL:
+            return np.nan, np.nan
+        return t0 - m1 * (t1 - m1 * t0) / var, (t1 - m1 * t0) / var / h
+    # Fortran: linear correction only when the x-spread is not tiny
+    if h > 0.0 and var > 0.0 and h * math.sqrt(var) > 0.001 * (n_full - 1):
+        return t0 - m1 * (t1 - m1 * t0) / var, 0.0
+    return t0, 0.0
+
+
 @njit(cache=True, fastmath=_FAST)
 def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg,
                m, flavor):
@@ -180,62 +215,71 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
             s3 += wv * v * v
             s4 += wv * v * v * v
             t2 += wv * v * yv
-    if not s0 > 0.0:
-        return np.nan, np.nan, nearest
-    t0 /= s0
-    if deg == 0:
-        return t0, 0.0, nearest
-    m1, m2 = s1 / s0, s2 / s0
-    t1 /= s0
-    if deg == 2:
-        m3, m4 = s3 / s0, s4 / s0
-        t2 /= s0
-        det = m2 * m4 - m3 * m3 - m1 * (m1 * m4 - m3 * m2) + m2 * (m1 * m3 - m2 * m2)
-        if abs(det) > SINGULAR_RTOL:
-            b0 = (t0 * (m2 * m4 - m3 * m3) - m1 * (t1 * m4 - m3 * t2)
-                  + m2 * (t1 * m3 - m2 * t2)) / det
-            b1 = ((t1 * m4 - m3 * t2) - t0 * (m1 * m4 - m3 * m2)
-                  + m2 * (m1 * t2 - t1 * m2)) / det
-            return b0, (b1 / h if flavor == _STLPLUS else 0.0), nearest
-        if flavor == _STLPLUS:
-            return np.nan, np.nan, nearest
-    var = m2 - m1 * m1
-    if flavor == _STLPLUS:
-        if not abs(var) > SINGULAR_RTOL:
-            return np.nan, np.nan, nearest
-        return t0 - m1 * (t1 - m1 * t0) / var, (t1 - m1 * t0) / var / h, nearest
-    # Fortran: linear correction only when the x-spread is not tiny
-    if h > 0.0 and var > 0.0 and h * math.sqrt(var) > 0.001 * (n_full - 1):
-        return t0 - m1 * (t1 - m1 * t0) / var, 0.0, nearest
-    return t0, 0.0, nearest
+    value, slope = _fit_from_moments(s0, s1, s2, s3, s4, t0, t1, t2, h, deg, flavor, n_full)
+    return value, slope, nearest
 
+
+@njit(cache=True, inline="always")
+def _eval_counts(n_full, jump, extend):
+    """Loess evaluations over positions 1..n_full: the jump used, the number of
+    evaluations inside, and in all (+2 one-step extrapolations if ``extend``)."""
+    jump = min(jump, max(n_full - 1, 1))
+    n_eval = (n_full - 1) // jump + 1
+    if (n_eval - 1) * jump + 1 != n_full:
+        n_eval += 1
+    return jump, n_eval, n_eval + 2 if extend else n_eval
+
+
+@njit(cache=True, inline="always")
+def _eval_position(e, n_eval, jump, n_full):
+    """1-based position of evaluation ``e`` (0 and ``n_full + 1`` for the extrapolations)."""
+    if e < n_eval:
+        return min(1 + e * jump, n_full)
+    return 0 if e == n_eval else n_full + 1
 
 
 @njit(cache=True, inline="always")
 def _table_position(e, n_eval, jump, n_full, half, window):
-    """Evaluation ``e`` of a tabled (gap-free) loess: its 1-based position ``m`` (0 and
-    ``n_full + 1`` are the one-step extrapolations), the weight-table row, the window's
-    first index, and whether the window is mirrored (right edge)."""
-    if e < n_eval:
-        m = min(1 + e * jump, n_full)
-    else:
-        m = 0 if e == n_eval else n_full + 1
+    """Evaluation ``e`` of a tabled (gap-free) loess: its 1-based position ``m``, the
+    weight-table row, the window's first index, and whether the window is mirrored
+    (right edge)."""
+    m = _eval_position(e, n_eval, jump, n_full)
     if m <= half:
         return m, m, 0, False
     if m <= n_full - half:
         return m, half + 1, m - 1 - half, False
     return m, n_full + 1 - m, n_full - window, True
 
+@njit(cache=True)
+def _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride):
+    """stlplus interpolation of a jumped loess: cubic Hermite (values ``fbuf``, slopes
+    ``sbuf``) between the evaluation points whose fit is finite, NaN elsewhere."""
+    for t in range(1, n_full + 1):
+        out[out_off + t * out_stride] = np.nan
+    prev = -1
+    for e in range(n_eval):
+        if not math.isfinite(fbuf[e]):
+            continue
+        m1 = min(1 + e * jump, n_full)
+        out[out_off + m1 * out_stride] = fbuf[e]
+        if prev >= 0:
+            m0 = min(1 + prev * jump, n_full)
+            delta = float(m1 - m0)
+            for t in range(m0 + 1, m1):
+                u = (t - m0) / delta
+                out[out_off + t * out_stride] = (
+                    (2 * u**3 - 3 * u**2 + 1) * fbuf[prev] + (3 * u**2 - 2 * u**3) * fbuf[e]
+                    + (u**3 - 2 * u**2 + u) * delta * sbuf[prev]
+                    + (u**3 - u**2) * delta * sbuf[e])
+        prev = e
+
+
 @njit(cache=True, fastmath=_FAST)
 def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg, jump,
            flavor, extend, out, out_off, out_stride, fbuf, sbuf, tab):
     """Loess at positions 1..n_full (and 0, n_full+1 if ``extend``) written to
     ``out[out_off + position * out_stride]``."""
-    jump = min(jump, max(n_full - 1, 1))
-    n_eval = (n_full - 1) // jump + 1
-    if (n_eval - 1) * jump + 1 != n_full:
-        n_eval += 1
-    n_total = n_eval + 2 if extend else n_eval
+    jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
     e_start = 0
     if complete and window <= nv and deg <= 1 and window <= tab.shape[2] and stride == 1:
         # gap-free: fixed linear filters (unweighted) or tabled tricube weights times the
@@ -301,10 +345,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
             e_start += 1
     # one call site of _local_fit (keeps the compiled code, and compile time, small)
     for e in range(e_start, n_total):
-        if e < n_eval:
-            m = min(1 + e * jump, n_full)
-        else:
-            m = 0 if e == n_eval else n_full + 1
+        m = _eval_position(e, n_eval, jump, n_full)
         f, s, nearest = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete,
                                    n_full, window, deg, m, flavor)
         if flavor == _STATSMODELS and e < n_eval and not math.isfinite(f):
@@ -323,25 +364,8 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
             for t in range(m0, m1):
                 out[out_off + t * out_stride] = fbuf[e] + delta * (t - m0)
         out[out_off + n_full * out_stride] = fbuf[n_eval - 1]
-    else:  # stlplus: cubic Hermite between the eval points whose fit is finite
-        for t in range(1, n_full + 1):
-            out[out_off + t * out_stride] = np.nan
-        prev = -1
-        for e in range(n_eval):
-            if not math.isfinite(fbuf[e]):
-                continue
-            m1 = min(1 + e * jump, n_full)
-            out[out_off + m1 * out_stride] = fbuf[e]
-            if prev >= 0:
-                m0 = min(1 + prev * jump, n_full)
-                delta = float(m1 - m0)
-                for t in range(m0 + 1, m1):
-                    u = (t - m0) / delta
-                    out[out_off + t * out_stride] = (
-                        (2 * u**3 - 3 * u**2 + 1) * fbuf[prev] + (3 * u**2 - 2 * u**3) * fbuf[e]
-                        + (u**3 - 2 * u**2 + u) * delta * sbuf[prev]
-                        + (u**3 - u**2) * delta * sbuf[e])
-            prev = e
+    else:
+        _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride)
     if extend:
         f0 = fbuf[n_eval]
         f1 = fbuf[n_eval + 1]
@@ -453,39 +477,45 @@ def _robustness_weights(y, fit_s, fit_t, valid, n, flavor, rw, resid):
 
 
 @njit(cache=True)
-def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, sub_nv,
-                   work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid, tables, sub_y, sub_w):
-    """STL of one series into seasonal/trend/rw; returns the status code."""
-    (n, p, ns, nt, nl, isdeg, itdeg, ildeg, nsjump, ntjump, nljump, ni, no, periodic,
-     flavor) = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8],
-                prm[9], prm[10], prm[11], prm[12], prm[13], prm[14])
+def _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv, sub_start, sub_nv):
+    """Valid (finite) values of y[:n]: mask, 1-based positions ``xv`` and, per
+    cycle-subseries j, their positions within it (``sub_xv[sub_start[j]:][:sub_nv[j]]``);
+    returns (status, number of valid values)."""
     nv = np.int64(0)
     for i in range(n):
         valid[i] = math.isfinite(y[i])
         if valid[i]:
             xv[nv] = i + 1
             nv += 1
-    status = _OK
     if nv == 0:
-        status = _ALL_MISSING
-    elif nv < 2 * p:
-        status = _TOO_FEW
-    else:
-        pos = 0
-        for j in range(p):
-            sub_start[j] = pos
-            k = (n - 1 - j) // p + 1
-            for i in range(k):
-                if valid[i * p + j]:
-                    sub_xv[pos] = i + 1
-                    pos += 1
-            sub_nv[j] = pos - sub_start[j]
-            if sub_nv[j] == 0:
-                status = _SUB_EMPTY
-                break
-            if flavor == _STLPLUS and periodic == 0 and sub_nv[j] < isdeg + 1:
-                status = _SUB_SHORT
-                break
+        return _ALL_MISSING, nv
+    if nv < 2 * p:
+        return _TOO_FEW, nv
+    pos = 0
+    for j in range(p):
+        sub_start[j] = pos
+        k = (n - 1 - j) // p + 1
+        for i in range(k):
+            if valid[i * p + j]:
+                sub_xv[pos] = i + 1
+                pos += 1
+        sub_nv[j] = pos - sub_start[j]
+        if sub_nv[j] == 0:
+            return _SUB_EMPTY, nv
+        if flavor == _STLPLUS and periodic == 0 and sub_nv[j] < isdeg + 1:
+            return _SUB_SHORT, nv
+    return _OK, nv
+
+
+@njit(cache=True)
+def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, sub_nv,
+                   work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid, tables, sub_y, sub_w):
+    """STL of one series into seasonal/trend/rw; returns the status code."""
+    (n, p, ns, nt, nl, isdeg, itdeg, ildeg, nsjump, ntjump, nljump, ni, no, periodic,
+     flavor) = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8],
+                prm[9], prm[10], prm[11], prm[12], prm[13], prm[14])
+    status, nv = _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv,
+                                  sub_start, sub_nv)
     if status != _OK:
         for i in range(n):
             seasonal[i] = trend[i] = rw[i] = np.nan
@@ -569,11 +599,7 @@ def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, exten
     columns of ``vals``: position t at row ``row0 + (t - 1) * stride``, its fit written to
     row ``out_row0 + t * stride`` of ``out`` (t = 0 and n_full + 1 too if ``extend``)."""
     width = vals.shape[1]  # a run-time trip count: LLVM vectorises these loops
-    jump = min(jump, max(n_full - 1, 1))
-    n_eval = (n_full - 1) // jump + 1
-    if (n_eval - 1) * jump + 1 != n_full:
-        n_eval += 1
-    n_total = n_eval + 2 if extend else n_eval
+    jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
     half = (window - 1) // 2
     threshold = 0.001 * (n_full - 1)
     for e in range(n_total):
