@@ -584,12 +584,53 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
     return _OK
 
 
-# Gap-free series of the statsmodels flavour are decomposed up to BLOCK at a time, stored
-# as (time, series) so that every loop over the block is a SIMD loop across series: they
-# share the loess tables, and each evaluation applies one kernel row to all of them. The
-# width is a run-time value (a constant trip count would be unrolled, not vectorised) and
-# large enough to amortise the vectoriser's run-time aliasing checks.
+# Series (non-periodic fits) are decomposed up to BLOCK at a time, stored as (time, series)
+# so that every loop over the block is a SIMD loop across series, the block's lanes. A
+# block of gap-free series of the statsmodels flavour shares the loess tables: each
+# evaluation applies one kernel row to all lanes (``_block_loess``). Any other block
+# (gaps, the stlplus flavour, degree 2, untabled windows) weighs each lane's points with
+# its own valid mask and neighbourhood (``_block_loess_masked``). The width is a run-time
+# value (a constant trip count would be unrolled, not vectorised) and large enough to
+# amortise the vectoriser's run-time aliasing checks.
 BLOCK = 32
+
+
+@njit(cache=True, fastmath=_FAST)
+def _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride,
+                  acc):
+    """The tail of ``_loess`` for BLOCK lanes: fits ``fbuf`` (slopes ``sbuf``) of the
+    evaluations interpolated to rows ``out_row0 + t * stride`` of ``out``, t = 1..n_full,
+    and the extrapolated ends (t = 0, n_full + 1) if ``extend``."""
+    width = fbuf.shape[1]
+    if jump == 1:
+        for e in range(n_full):
+            for b in range(width):
+                out[out_row0 + (e + 1) * stride, b] = fbuf[e, b]
+    elif flavor == _STATSMODELS:  # linear interpolation
+        for e in range(n_eval - 1):
+            m0 = 1 + e * jump
+            m1 = min(m0 + jump, n_full)
+            for b in range(width):
+                acc[0, b] = (fbuf[e + 1, b] - fbuf[e, b]) / (m1 - m0)
+            for t in range(m0, m1):
+                for b in range(width):
+                    out[out_row0 + t * stride, b] = fbuf[e, b] + acc[0, b] * (t - m0)
+        for b in range(width):
+            out[out_row0 + n_full * stride, b] = fbuf[n_eval - 1, b]
+    else:
+        for b in range(width):
+            _hermite(fbuf[:, b], sbuf[:, b], n_eval, jump, n_full, out[:, b], out_row0, stride)
+    if extend:
+        for b in range(width):
+            f0 = fbuf[n_eval, b]
+            f1 = fbuf[n_eval + 1, b]
+            if flavor == _STATSMODELS:
+                if not np.isfinite(f0):
+                    f0 = out[out_row0 + stride, b]
+                if not np.isfinite(f1):
+                    f1 = out[out_row0 + n_full * stride, b]
+            out[out_row0, b] = f0
+            out[out_row0 + (n_full + 1) * stride, b] = f1
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -651,31 +692,128 @@ def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, exten
                     acc[0, b] += c * vals[r, b]
             for b in range(width):
                 fbuf[e, b] = acc[0, b]
-    if jump == 1:
-        for e in range(n_full):
+    _block_finish(fbuf, fbuf, n_eval, jump, n_full, extend, np.int64(_STATSMODELS), out,
+                  out_row0, stride, acc)
+
+
+@njit(cache=True)
+def _lane_neighbourhoods(xv, xstart, nv, n_full, window, jump, extend, flavor, row0, stride,
+                         lane, nb_h, nb_near, nb_span, e0):
+    """Neighbourhoods of the evaluations of a loess over one lane's valid positions
+    xv[xstart:xstart + nv] (1-based, increasing, within 1..n_full), written to row e0 + e
+    (evaluation e), column ``lane``: the radius h of the q = min(window, nv) nearest
+    valid points (widened as in ``_local_fit`` when window > nv) and the block row of the
+    nearest one; ``nb_span[e0 + e]`` (first, last position) grows to cover the lane's
+    window. The evaluation points increase, and so do the window start and the count of
+    valid positions before m (the prefix count that indexes the nearest): both are
+    pointers moved forward, O(nv + evaluations) per lane, and give ``_neighbourhood``'s
+    windows (ties to the left) without a search per point."""
+    jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
+    q = min(window, nv)
+    lo = 0  # the q nearest are xv[xstart + lo:][:q]
+    before = 0  # valid positions < m
+    for e in range(n_total):
+        m = _eval_position(e, n_eval, jump, n_full)
+        if e == n_eval:  # m = 0, then n_full + 1
+            lo = before = 0
+        while before < nv and xv[xstart + before] < m:
+            before += 1
+        # slide while the point after the window is strictly nearer than its first one
+        while lo + q < nv and m - xv[xstart + lo] > xv[xstart + lo + q] - m:
+            lo += 1
+        x_lo, x_hi = xv[xstart + lo], xv[xstart + lo + q - 1]
+        h = float(max(m - x_lo, x_hi - m))
+        if window > nv:
+            h += (window - nv) / 2.0 if flavor == _STLPLUS else (window - nv) // 2
+        nearest = before
+        if before == nv or (before > 0
+                            and m - xv[xstart + before - 1] <= xv[xstart + before] - m):
+            nearest = before - 1
+        nb_h[e0 + e, lane] = h
+        nb_near[e0 + e, lane] = row0 + (xv[xstart + nearest] - 1) * stride
+        nb_span[e0 + e, 0] = min(nb_span[e0 + e, 0], x_lo)
+        nb_span[e0 + e, 1] = max(nb_span[e0 + e, 1], x_hi)
+
+
+# Moments accumulated by _block_loess_masked (rows of acc), then its per-lane constants.
+_S0, _S1, _S2, _T0, _T1, _S3, _S4, _T2, _INV_H, _CUT, _FULL = range(11)
+
+
+@njit(cache=True, inline="always")
+def _masked_weight(r, inv_h, cut, full, w):
+    """Tricube weight of a point at distance r (0 beyond ``cut``, 1 up to ``full``)
+    times its mask/robustness weight ``w`` (selects, so the lane loop stays SIMD)."""
+    c = r * inv_h
+    c = 1.0 - c * c * c
+    wt = c * c * c if r <= cut else 0.0
+    return (1.0 if r <= full else wt) * w
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _block_loess_masked(vals, wmask, row0, stride, n_full, deg, jump, extend, flavor, out,
+                        out_row0, nb_h, nb_near, nb_span, e0, fbuf, sbuf, acc):
+    """``_loess`` of the BLOCK lanes of ``vals`` (rows and positions as ``_block_loess``),
+    each lane with its own gaps: a point weighs ``wmask`` (0 where missing, else its
+    robustness weight) times the tricube of its lane's neighbourhood, found beforehand by
+    ``_lane_neighbourhoods`` (row e0 + e). Every evaluation runs over the union of the
+    lanes' windows; the weighted moments are sums over those rows for all lanes at once."""
+    width = vals.shape[1]
+    jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
+    stlplus = flavor == _STLPLUS
+    for e in range(n_total):
+        m = _eval_position(e, n_eval, jump, n_full)
+        k = e0 + e
+        for a in range(_INV_H):
             for b in range(width):
-                out[out_row0 + (e + 1) * stride, b] = fbuf[e, b]
-    else:  # linear interpolation
-        for e in range(n_eval - 1):
-            m0 = 1 + e * jump
-            m1 = min(m0 + jump, n_full)
-            for b in range(width):
-                acc[0, b] = (fbuf[e + 1, b] - fbuf[e, b]) / (m1 - m0)
-            for t in range(m0, m1):
+                acc[a, b] = 0.0
+        for b in range(width):
+            h = nb_h[k, b]
+            acc[_INV_H, b] = 1.0 / h
+            # stlplus: weight 0 at r >= h, i.e. r > h - 1/2 (r integer, h a multiple of
+            # 1/2); Fortran: 0 at r > 0.999h, 1 at r <= 0.001h
+            acc[_CUT, b] = h - 0.5 if stlplus else 0.999 * h
+            acc[_FULL, b] = -1.0 if stlplus else 0.001 * h
+        for t in range(nb_span[k, 0], nb_span[k, 1] + 1):
+            row = row0 + (t - 1) * stride
+            d = float(t - m)
+            r = abs(d)
+            if deg <= 1:
                 for b in range(width):
-                    out[out_row0 + t * stride, b] = fbuf[e, b] + acc[0, b] * (t - m0)
+                    inv_h = acc[_INV_H, b]
+                    wt = _masked_weight(r, inv_h, acc[_CUT, b], acc[_FULL, b], wmask[row, b])
+                    v = d * inv_h
+                    wv = wt * v
+                    yv = vals[row, b]
+                    acc[_S0, b] += wt
+                    acc[_S1, b] += wv
+                    acc[_S2, b] += wv * v
+                    acc[_T0, b] += wt * yv
+                    acc[_T1, b] += wv * yv
+            else:
+                for b in range(width):
+                    inv_h = acc[_INV_H, b]
+                    wt = _masked_weight(r, inv_h, acc[_CUT, b], acc[_FULL, b], wmask[row, b])
+                    v = d * inv_h
+                    wv = wt * v
+                    wv2 = wv * v
+                    yv = vals[row, b]
+                    acc[_S0, b] += wt
+                    acc[_S1, b] += wv
+                    acc[_S2, b] += wv2
+                    acc[_S3, b] += wv2 * v
+                    acc[_S4, b] += wv2 * v * v
+                    acc[_T0, b] += wt * yv
+                    acc[_T1, b] += wv * yv
+                    acc[_T2, b] += wv2 * yv
         for b in range(width):
-            out[out_row0 + n_full * stride, b] = fbuf[n_eval - 1, b]
-    if extend:
-        for b in range(width):
-            f0 = fbuf[n_eval, b]
-            f1 = fbuf[n_eval + 1, b]
-            if not np.isfinite(f0):
-                f0 = out[out_row0 + stride, b]
-            if not np.isfinite(f1):
-                f1 = out[out_row0 + n_full * stride, b]
-            out[out_row0, b] = f0
-            out[out_row0 + (n_full + 1) * stride, b] = f1
+            value, slope = _fit_from_moments(
+                acc[_S0, b], acc[_S1, b], acc[_S2, b], acc[_S3, b], acc[_S4, b], acc[_T0, b],
+                acc[_T1, b], acc[_T2, b], nb_h[k, b], deg, flavor, n_full)
+            if not stlplus and e < n_eval and not math.isfinite(value):
+                value = vals[nb_near[k, b], b]  # no weight: the nearest value (statsmodels)
+            fbuf[e, b] = value
+            sbuf[e, b] = slope
+    _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride, acc)
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -696,17 +834,93 @@ def _block_moving_average(x, n, length, ave, acc):
 
 
 @njit(cache=True)
-def _decompose_block(y, prm, seasonal, trend, rw, status, work_d, cycle, ma1, ma2, low,
-                     fbuf, acc, resid, tables):
-    """``_decompose_one`` of BLOCK gap-free series (columns of y), statsmodels flavour."""
+def _neighbourhood_rows(prm):
+    """Rows of the per-evaluation neighbourhood arrays of a masked block: the seasonal
+    evaluations (all cycle-subseries, with their extrapolations), then the trend's, then
+    the low-pass'."""
+    n, p = prm[0], prm[1]
+    rows = 0
+    for j in range(p):
+        rows += _eval_counts((n - 1 - j) // p + 1, prm[8], True)[2]
+    return rows, _eval_counts(n, prm[9], False)[2], _eval_counts(n, prm[10], False)[2]
+
+
+@njit(cache=True)
+def _block_status(y, prm, masked, status, mask, nb_h, nb_near, nb_span, lane_y, valid, xv,
+                  sub_xv, sub_start, sub_nv):
+    """Per lane of the block y (NaN where missing): status, 0/1 valid ``mask``, missing
+    values set to 0 in y; if ``masked``, the neighbourhoods of every seasonal, trend
+    and low-pass evaluation (a lane whose status is not OK gets a dummy one and no
+    share of the spans)."""
+    n, p, ns, nt, nl = prm[0], prm[1], prm[2], prm[3], prm[4]
+    isdeg, nsjump, ntjump, nljump, flavor = prm[5], prm[8], prm[9], prm[10], prm[14]
+    width = y.shape[1]
+    n_seasonal, n_trend, n_low = _neighbourhood_rows(prm)
+    yes, no_ = np.bool_(True), np.bool_(False)
+    if masked:
+        for k in range(n_seasonal + n_trend + n_low):
+            nb_span[k, 0] = n + 2  # empty until a lane's window widens it
+            nb_span[k, 1] = -1
+            for b in range(width):
+                nb_h[k, b] = 1.0
+                nb_near[k, b] = 0
+        if flavor == _STATSMODELS:  # the low-pass runs over all dates, unweighted
+            for i in range(n):
+                xv[i] = i + 1
+            for b in range(width):
+                _lane_neighbourhoods(xv, 0, n, n, nl, nljump, no_, flavor, 0, 1, b, nb_h,
+                                     nb_near, nb_span, n_seasonal + n_trend)
+    for b in range(width):
+        for i in range(n):
+            lane_y[i] = y[i, b]
+        status[b], nv = _valid_positions(lane_y, n, p, isdeg, 0, flavor, valid, xv, sub_xv,
+                                         sub_start, sub_nv)
+        for i in range(n):
+            mask[i, b] = 1.0 if valid[i] and status[b] == _OK else 0.0
+            if not valid[i]:
+                y[i, b] = 0.0
+        if not masked or status[b] != _OK:
+            continue
+        e0 = 0
+        for j in range(p):
+            k = (n - 1 - j) // p + 1
+            _lane_neighbourhoods(sub_xv, sub_start[j], sub_nv[j], k, ns, nsjump, yes, flavor,
+                                 j, p, b, nb_h, nb_near, nb_span, e0)
+            e0 += _eval_counts(k, nsjump, True)[2]
+        _lane_neighbourhoods(xv, 0, nv, n, nt, ntjump, no_, flavor, 0, 1, b, nb_h, nb_near,
+                             nb_span, e0)
+        if flavor == _STLPLUS:  # stlplus' low-pass: valid dates only
+            _lane_neighbourhoods(xv, 0, nv, n, nl, nljump, no_, flavor, 0, 1, b, nb_h,
+                                 nb_near, nb_span, e0 + n_trend)
+
+
+@njit(cache=True)
+def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask, wmask, ones, work_d,
+                     cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_near, nb_span, lane_y,
+                     lane_s, lane_t, lane_rw, resid, valid, xv, sub_xv, sub_start, sub_nv,
+                     tables):
+    """``_decompose_one`` of the BLOCK series in the columns of y (non-periodic fits).
+    ``tabled``: the loess tables cover every window (statsmodels flavour, degrees <= 1),
+    used if the block has no gap; otherwise every loess is ``_block_loess_masked``,
+    except the statsmodels low-pass (gap-free) where ``low_tabled``."""
     n, p, ns, nt, nl = prm[0], prm[1], prm[2], prm[3], prm[4]
     isdeg, itdeg, ildeg, nsjump, ntjump, nljump = prm[5], prm[6], prm[7], prm[8], prm[9], prm[10]
-    ni, no = prm[11], prm[12]
+    ni, no, flavor = prm[11], prm[12], prm[14]
     width = y.shape[1]
+    masked = not tabled
+    for i in range(n):
+        for b in range(width):
+            if not np.isfinite(y[i, b]):
+                masked = True
+    _block_status(y, prm, masked, status, mask, nb_h, nb_near, nb_span, lane_y, valid, xv,
+                  sub_xv, sub_start, sub_nv)
+    n_seasonal, n_trend, _ = _neighbourhood_rows(prm)
     for i in range(n):
         for b in range(width):
             trend[i, b] = 0.0
             rw[i, b] = 1.0
+            wmask[i, b] = mask[i, b]
+            ones[i, b] = 1.0
     # constants as plain (non-literal) values: one compiled specialisation per callee
     zero, one, three, minus_one = np.int64(0), np.int64(1), np.int64(3), np.int64(-1)
     yes, no_ = np.bool_(True), np.bool_(False)
@@ -717,53 +931,71 @@ def _decompose_block(y, prm, seasonal, trend, rw, status, work_d, cycle, ma1, ma
             for i in range(n):
                 for b in range(width):
                     work_d[i, b] = y[i, b] - trend[i, b]
+            e0 = 0
             for j in range(p):
-                _block_loess(work_d, rw, use_w, j, p, (n - 1 - j) // p + 1, ns, isdeg, nsjump,
-                             yes, cycle, j, fbuf, acc, tables[0])
+                k = (n - 1 - j) // p + 1
+                if masked:
+                    _block_loess_masked(work_d, wmask, j, p, k, isdeg, nsjump, yes, flavor, cycle,
+                                        j, nb_h, nb_near, nb_span, e0, fbuf, sbuf, acc)
+                    e0 += _eval_counts(k, nsjump, True)[2]
+                else:
+                    _block_loess(work_d, rw, use_w, j, p, k, ns, isdeg, nsjump, yes, cycle, j,
+                                 fbuf, acc, tables[0])
             _block_moving_average(cycle, n + 2 * p, p, ma1, acc)
             _block_moving_average(ma1, n + p + 1, p, ma2, acc)
             _block_moving_average(ma2, n + 2, three, work_d, acc)
-            _block_loess(work_d, rw, no_, zero, one, n, nl, ildeg, nljump, no_, low, minus_one,
-                         fbuf, acc, tables[2])
+            if low_tabled:
+                _block_loess(work_d, rw, no_, zero, one, n, nl, ildeg, nljump, no_, low,
+                             minus_one, fbuf, acc, tables[2])
+            else:  # stlplus: valid dates only, robustness-weighted
+                _block_loess_masked(work_d, wmask if flavor == _STLPLUS else ones, zero, one, n,
+                                    ildeg, nljump, no_, flavor, low, minus_one, nb_h, nb_near,
+                                    nb_span, n_seasonal + n_trend, fbuf, sbuf, acc)
             for i in range(n):
                 for b in range(width):
                     seasonal[i, b] = cycle[p + i, b] - low[i, b]
                     work_d[i, b] = y[i, b] - seasonal[i, b]
-            _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, trend, minus_one,
-                         fbuf, acc, tables[1])
-        if no > 0 and pass_index < n_passes - 1:
-            for b in range(width):  # statsmodels robustness weights, per series
+            if masked:
+                _block_loess_masked(work_d, wmask, zero, one, n, itdeg, ntjump, no_, flavor, trend,
+                                    minus_one, nb_h, nb_near, nb_span, n_seasonal, fbuf, sbuf,
+                                    acc)
+            else:
+                _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, trend,
+                             minus_one, fbuf, acc, tables[1])
+        if no > 0 and (flavor == _STLPLUS or pass_index < n_passes - 1):
+            for b in range(width):
                 for i in range(n):
-                    resid[i] = abs(y[i, b] - seasonal[i, b] - trend[i, b])
-                cmad = 3.0 * _two_order_statistics(resid, n, n - n // 2 - 1, n // 2)
+                    lane_y[i] = y[i, b]
+                    lane_s[i] = seasonal[i, b]
+                    lane_t[i] = trend[i, b]
+                    valid[i] = mask[i, b] > 0.0
+                _robustness_weights(lane_y, lane_s, lane_t, valid, n, flavor, lane_rw, resid)
                 for i in range(n):
-                    r = abs(y[i, b] - seasonal[i, b] - trend[i, b])
-                    if cmad == 0.0 or r <= 0.001 * cmad:
-                        rw[i, b] = 1.0
-                    elif r <= 0.999 * cmad:
-                        rw[i, b] = (1.0 - (r / cmad) ** 2) ** 2
-                    else:
-                        rw[i, b] = 0.0
+                    rw[i, b] = lane_rw[i]
+                    wmask[i, b] = mask[i, b] * lane_rw[i]
             use_w = yes
     for b in range(width):
-        status[b] = _OK
-        for i in range(n):
-            if not (np.isfinite(seasonal[i, b]) and np.isfinite(trend[i, b])):
-                status[b] = _FIT_FAILED
-                for t in range(n):
-                    seasonal[t, b] = trend[t, b] = rw[t, b] = np.nan
-                break
+        if status[b] == _OK:
+            for i in range(n):
+                if not (np.isfinite(seasonal[i, b]) and np.isfinite(trend[i, b])):
+                    status[b] = _FIT_FAILED
+                    break
+        if status[b] != _OK:
+            for t in range(n):
+                seasonal[t, b] = trend[t, b] = rw[t, b] = np.nan
 
 
 @njit(parallel=True, cache=True)
-def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables, order,
-                     n_blocked):
-    """STL of series ``order[k]``: the first ``n_blocked`` (gap-free, block-eligible) BLOCK
-    at a time, the others one by one."""
+def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables, tabled,
+                     low_tabled, order, n_blocked):
+    """STL of series ``order[k]``: the first ``n_blocked`` BLOCK at a time, the others
+    (periodic fits) one by one."""
     n_series, n = data.shape
     p = prm[1]
     n_blocks = (n_blocked + BLOCK - 1) // BLOCK
     n_single = n_series - n_blocked
+    n_seasonal, n_trend, n_low = _neighbourhood_rows(prm)
+    n_nb = n_seasonal + n_trend + n_low
     for c in prange(n_chunks):
         valid = np.empty(n, dtype=np.bool_)
         xv = np.empty(n, dtype=np.int64)
@@ -791,19 +1023,29 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tabl
                 trend_b = np.empty((n, width))
                 rw_b = np.empty((n, width))
                 status_b = np.empty(width, dtype=np.int64)
+                mask_b = np.empty((n, width))
+                wmask_b = np.empty((n, width))
+                ones_b = np.empty((n, width))
                 work_b = np.empty((n + 2, width))
                 cycle_b = np.empty((n + 2 * p, width))
                 ma1_b = np.empty((n + p + 1, width))
                 ma2_b = np.empty((n + 2, width))
                 low_b = np.empty((n, width))
                 fbuf_b = np.empty((n + 2, width))
-                acc = np.empty((5, width))
+                sbuf_b = np.empty((n + 2, width))
+                acc = np.empty((_FULL + 1, width))
+                nb_h = np.empty((n_nb, width))
+                nb_near = np.empty((n_nb, width), dtype=np.int64)
+                nb_span = np.empty((n_nb, 2), dtype=np.int64)
             for b in range(width):
                 s = order[block * BLOCK + b]
                 for i in range(n):
                     y_b[i, b] = data[s, i]
-            _decompose_block(y_b, prm, seasonal_b, trend_b, rw_b, status_b, work_b, cycle_b,
-                             ma1_b, ma2_b, low_b, fbuf_b, acc, resid, tables)
+            # the per-series work arrays serve as the lanes' scratch
+            _decompose_block(y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b, status_b, mask_b,
+                             wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b, low_b, fbuf_b,
+                             sbuf_b, acc, nb_h, nb_near, nb_span, work_d, fbuf, sbuf, low, resid,
+                             valid, xv, sub_xv, sub_start, sub_nv, tables)
             for b in range(width):
                 s = order[block * BLOCK + b]
                 status[s] = status_b[b]
@@ -833,14 +1075,17 @@ def _tables(codes):
     return tables
 
 
-def _block_eligible(codes, tables):
-    """Whether gap-free series can take the block path: statsmodels flavour, not
-    periodic, degrees <= 1 and every window tabled, non-singular and no longer than the
-    (shortest cycle-sub)series."""
+def _tables_cover(codes, tables, loesses=(0, 1, 2)):
+    """Whether the loess tables serve the ``loesses`` (0 seasonal, 1 trend, 2 low-pass)
+    of a gap-free series: statsmodels flavour, not periodic, degrees <= 1 and windows
+    tabled, non-singular and no longer than the (shortest cycle-sub)series."""
     n, period = codes[0], codes[1]
-    if codes[14] != _STATSMODELS or codes[13] or max(codes[5:8]) > 1:
+    if codes[14] != _STATSMODELS or codes[13]:
         return False
-    for index, (window, deg) in enumerate(zip(codes[2:5], codes[5:8])):
+    for index in loesses:
+        window, deg = codes[2 + index], codes[5 + index]
+        if deg > 1:
+            return False
         length = n // period if index == 0 else n
         if window > min(length, TABLE_MAX_WINDOW) or window < 1:
             return False
@@ -869,13 +1114,17 @@ def decompose(data, prm: StlParams):
     if n_series:
         data = np.ascontiguousarray(data, dtype=np.float64)
         tables = _tables(codes)
+        tabled = _tables_cover(codes, tables)
+        low_tabled = _tables_cover(codes, tables, (2,))
         order = np.arange(n_series)
         n_blocked = 0
-        if _block_eligible(codes, tables):
-            gap_free = np.isfinite(data).all(axis=1)
-            order = np.concatenate([np.flatnonzero(gap_free), np.flatnonzero(~gap_free)])
-            n_blocked = int(gap_free.sum())
+        if not codes[13]:  # periodic fits go one by one
+            # gap-free series first (tabled blocks), then by decreasing number of valid
+            # values, so that a block's lanes have alike neighbourhoods
+            n_valid = np.isfinite(data).sum(axis=1)
+            order = np.argsort(-n_valid, kind="stable")
+            n_blocked = n_series
         n_chunks = min(n_series, 8 * numba.get_num_threads())
-        _decompose_batch(data, codes, seasonal, trend, weights, status, n_chunks, tables, order,
-                         n_blocked)
+        _decompose_batch(data, codes, seasonal, trend, weights, status, n_chunks, tables,
+                         tabled, low_tabled, order, n_blocked)
     return seasonal, trend, weights, status
