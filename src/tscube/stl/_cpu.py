@@ -434,46 +434,51 @@ def _two_order_statistics(a, n, k_low, k_high):
 
 
 @njit(cache=True)
+def _robustness_scale(resid, nv, n, flavor):
+    """Scale of the bisquare robustness weights from the nv absolute residuals of the
+    valid points in resid[:nv] (reordered): statsmodels 6 x their median, stlplus 3 x
+    the sum of the order statistics at the middle indices of the full length n; -1
+    where stlplus has none (too many missing: every weight 1)."""
+    if flavor == _STLPLUS:
+        mid1 = n // 2 + 1  # indices from the full length n (stlplus quirk)
+        mid2 = n - mid1 + 1
+        if nv < mid1:
+            return -1.0
+        if mid1 == mid2:
+            return 3.0 * _select(resid, nv, mid1 - 1)
+        return 3.0 * _two_order_statistics(resid, nv, mid2 - 1, mid1 - 1)
+    return 3.0 * _two_order_statistics(resid, nv, nv - nv // 2 - 1, nv // 2)  # 6 x median
+
+
+@njit(cache=True, inline="always")
+def _bisquare(r, scale, flavor):
+    """Robustness weight of a valid point with absolute residual r."""
+    if flavor == _STLPLUS:
+        if scale < 0.0:
+            return 1.0
+        if r >= 0.999 * scale:
+            return STLPLUS_ZERO_WEIGHT
+        if r <= 0.001 * scale:
+            return 1.0
+        return (1.0 - (r / scale) ** 2) ** 2
+    if scale == 0.0 or r <= 0.001 * scale:
+        return 1.0
+    if r <= 0.999 * scale:
+        return (1.0 - (r / scale) ** 2) ** 2
+    return 0.0
+
+
+@njit(cache=True)
 def _robustness_weights(y, fit_s, fit_t, valid, n, flavor, rw, resid):
+    """Robustness weights of one series (1 where the value is missing)."""
     nv = 0
     for i in range(n):
         if valid[i]:
             resid[nv] = abs(y[i] - fit_s[i] - fit_t[i])
             nv += 1
+    scale = _robustness_scale(resid, nv, n, flavor)
     for i in range(n):
-        rw[i] = 1.0
-    if flavor == _STLPLUS:
-        mid1 = n // 2 + 1  # indices from the full length n (stlplus quirk)
-        mid2 = n - mid1 + 1
-        if nv < mid1:
-            return  # stlplus: h = NA, every weight 1
-        if mid1 == mid2:
-            h = 3.0 * _select(resid, nv, mid1 - 1)
-        else:
-            h = 3.0 * _two_order_statistics(resid, nv, mid2 - 1, mid1 - 1)
-        for i in range(n):
-            if valid[i]:
-                r = abs(y[i] - fit_s[i] - fit_t[i])
-                if r >= 0.999 * h:
-                    w = 0.0
-                elif r <= 0.001 * h:
-                    w = 1.0
-                else:
-                    w = (1.0 - (r / h) ** 2) ** 2
-                rw[i] = STLPLUS_ZERO_WEIGHT if w == 0.0 else w
-        return
-    cmad = 3.0 * _two_order_statistics(resid, nv, nv - nv // 2 - 1, nv // 2)  # 6 x median
-    if cmad == 0.0:
-        return
-    for i in range(n):
-        if valid[i]:
-            r = abs(y[i] - fit_s[i] - fit_t[i])
-            if r <= 0.001 * cmad:
-                rw[i] = 1.0
-            elif r <= 0.999 * cmad:
-                rw[i] = (1.0 - (r / cmad) ** 2) ** 2
-            else:
-                rw[i] = 0.0
+        rw[i] = _bisquare(abs(y[i] - fit_s[i] - fit_t[i]), scale, flavor) if valid[i] else 1.0
 
 
 @njit(cache=True)
@@ -846,11 +851,12 @@ def _neighbourhood_rows(prm):
 
 
 @njit(cache=True)
-def _block_status(y, prm, masked, status, mask, nb_h, nb_near, nb_span, lane_y, valid, xv,
-                  sub_xv, sub_start, sub_nv):
-    """Per lane of the block y (NaN where missing): status, 0/1 valid ``mask``, missing
-    values set to 0 in y; if ``masked``, the neighbourhoods of every seasonal, trend
-    and low-pass evaluation (a lane whose status is not OK gets a dummy one and no
+def _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, nb_near, nb_span,
+                  valid, xv, sub_xv, sub_start, sub_nv):
+    """Per lane of the block y (NaN where missing; lane b is the series row
+    ``data[lanes[b]]``): status, 0/1 valid ``mask``, missing values set to 0 in y; if
+    ``masked``, the neighbourhoods of every seasonal and trend evaluation, and of the
+    low-pass' if ``low_masked`` (a lane whose status is not OK gets a dummy one and no
     share of the spans)."""
     n, p, ns, nt, nl = prm[0], prm[1], prm[2], prm[3], prm[4]
     isdeg, nsjump, ntjump, nljump, flavor = prm[5], prm[8], prm[9], prm[10], prm[14]
@@ -864,21 +870,15 @@ def _block_status(y, prm, masked, status, mask, nb_h, nb_near, nb_span, lane_y, 
             for b in range(width):
                 nb_h[k, b] = 1.0
                 nb_near[k, b] = 0
-        if flavor == _STATSMODELS:  # the low-pass runs over all dates, unweighted
+        if low_masked and flavor == _STATSMODELS:  # the low-pass: all dates, unweighted
             for i in range(n):
                 xv[i] = i + 1
             for b in range(width):
                 _lane_neighbourhoods(xv, 0, n, n, nl, nljump, no_, flavor, 0, 1, b, nb_h,
                                      nb_near, nb_span, n_seasonal + n_trend)
     for b in range(width):
-        for i in range(n):
-            lane_y[i] = y[i, b]
-        status[b], nv = _valid_positions(lane_y, n, p, isdeg, 0, flavor, valid, xv, sub_xv,
-                                         sub_start, sub_nv)
-        for i in range(n):
-            mask[i, b] = 1.0 if valid[i] and status[b] == _OK else 0.0
-            if not valid[i]:
-                y[i, b] = 0.0
+        status[b], nv = _valid_positions(data[lanes[b]], n, p, isdeg, 0, flavor, valid, xv,
+                                         sub_xv, sub_start, sub_nv)
         if not masked or status[b] != _OK:
             continue
         e0 = 0
@@ -889,17 +889,48 @@ def _block_status(y, prm, masked, status, mask, nb_h, nb_near, nb_span, lane_y, 
             e0 += _eval_counts(k, nsjump, True)[2]
         _lane_neighbourhoods(xv, 0, nv, n, nt, ntjump, no_, flavor, 0, 1, b, nb_h, nb_near,
                              nb_span, e0)
-        if flavor == _STLPLUS:  # stlplus' low-pass: valid dates only
+        if low_masked and flavor == _STLPLUS:  # stlplus' low-pass: valid dates only
             _lane_neighbourhoods(xv, 0, nv, n, nl, nljump, no_, flavor, 0, 1, b, nb_h,
                                  nb_near, nb_span, e0 + n_trend)
+    for i in range(n):
+        for b in range(width):
+            ok = np.isfinite(y[i, b])
+            mask[i, b] = 1.0 if ok and status[b] == _OK else 0.0
+            y[i, b] = y[i, b] if ok else 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, resid,
+                              lane_resid, counts, scale):
+    """``_robustness_weights`` of the BLOCK lanes: residuals and weights in row order
+    (SIMD across lanes), each lane's valid residuals gathered into a row of
+    ``lane_resid`` for its scale."""
+    width = y.shape[1]
+    for b in range(width):
+        counts[b] = 0
+    for i in range(n):
+        for b in range(width):
+            resid[i, b] = abs(y[i, b] - seasonal[i, b] - trend[i, b])
+        for b in range(width):
+            if mask[i, b] > 0.0:
+                lane_resid[b, counts[b]] = resid[i, b]
+                counts[b] += 1
+    for b in range(width):
+        scale[b] = _robustness_scale(lane_resid[b], counts[b], n, flavor)
+    for i in range(n):
+        for b in range(width):
+            w = _bisquare(resid[i, b], scale[b], flavor)
+            rw[i, b] = w if mask[i, b] > 0.0 else 1.0
+            wmask[i, b] = mask[i, b] * w
 
 
 @njit(cache=True)
-def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask, wmask, ones, work_d,
-                     cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_near, nb_span, lane_y,
-                     lane_s, lane_t, lane_rw, resid, valid, xv, sub_xv, sub_start, sub_nv,
+def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask,
+                     wmask, ones, work_d, cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_near,
+                     nb_span, lane_resid, counts, valid, xv, sub_xv, sub_start, sub_nv,
                      tables):
-    """``_decompose_one`` of the BLOCK series in the columns of y (non-periodic fits).
+    """``_decompose_one`` of the BLOCK series ``data[lanes]``, copied to the columns of y
+    (non-periodic fits).
     ``tabled``: the loess tables cover every window (statsmodels flavour, degrees <= 1),
     used if the block has no gap; otherwise every loess is ``_block_loess_masked``,
     except the statsmodels low-pass (gap-free) where ``low_tabled``."""
@@ -912,8 +943,8 @@ def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, ma
         for b in range(width):
             if not np.isfinite(y[i, b]):
                 masked = True
-    _block_status(y, prm, masked, status, mask, nb_h, nb_near, nb_span, lane_y, valid, xv,
-                  sub_xv, sub_start, sub_nv)
+    _block_status(data, lanes, y, prm, masked, not low_tabled, status, mask, nb_h, nb_near,
+                  nb_span, valid, xv, sub_xv, sub_start, sub_nv)
     n_seasonal, n_trend, _ = _neighbourhood_rows(prm)
     for i in range(n):
         for b in range(width):
@@ -963,26 +994,18 @@ def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, ma
                 _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, trend,
                              minus_one, fbuf, acc, tables[1])
         if no > 0 and (flavor == _STLPLUS or pass_index < n_passes - 1):
-            for b in range(width):
-                for i in range(n):
-                    lane_y[i] = y[i, b]
-                    lane_s[i] = seasonal[i, b]
-                    lane_t[i] = trend[i, b]
-                    valid[i] = mask[i, b] > 0.0
-                _robustness_weights(lane_y, lane_s, lane_t, valid, n, flavor, lane_rw, resid)
-                for i in range(n):
-                    rw[i, b] = lane_rw[i]
-                    wmask[i, b] = mask[i, b] * lane_rw[i]
+            _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, ma2,
+                                      lane_resid, counts, fbuf[0])
             use_w = yes
-    for b in range(width):
-        if status[b] == _OK:
-            for i in range(n):
-                if not (np.isfinite(seasonal[i, b]) and np.isfinite(trend[i, b])):
-                    status[b] = _FIT_FAILED
-                    break
-        if status[b] != _OK:
-            for t in range(n):
-                seasonal[t, b] = trend[t, b] = rw[t, b] = np.nan
+    for i in range(n):
+        for b in range(width):
+            if status[b] == _OK and not (np.isfinite(seasonal[i, b])
+                                         and np.isfinite(trend[i, b])):
+                status[b] = _FIT_FAILED
+    for i in range(n):
+        for b in range(width):
+            if status[b] != _OK:
+                seasonal[i, b] = trend[i, b] = rw[i, b] = np.nan
 
 
 @njit(parallel=True, cache=True)
@@ -1034,25 +1057,26 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tabl
                 fbuf_b = np.empty((n + 2, width))
                 sbuf_b = np.empty((n + 2, width))
                 acc = np.empty((_FULL + 1, width))
+                lane_resid = np.empty((width, n))
+                counts = np.empty(width, dtype=np.int64)
                 nb_h = np.empty((n_nb, width))
                 nb_near = np.empty((n_nb, width), dtype=np.int64)
                 nb_span = np.empty((n_nb, 2), dtype=np.int64)
+            lanes = order[block * BLOCK:block * BLOCK + width]
+            for i in range(n):  # transposes: one pass over the rows, BLOCK streams
+                for b in range(width):
+                    y_b[i, b] = data[lanes[b], i]
+            _decompose_block(data, lanes, y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
+                             status_b, mask_b, wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b,
+                             low_b, fbuf_b, sbuf_b, acc, nb_h, nb_near, nb_span, lane_resid,
+                             counts, valid, xv, sub_xv, sub_start, sub_nv, tables)
             for b in range(width):
-                s = order[block * BLOCK + b]
-                for i in range(n):
-                    y_b[i, b] = data[s, i]
-            # the per-series work arrays serve as the lanes' scratch
-            _decompose_block(y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b, status_b, mask_b,
-                             wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b, low_b, fbuf_b,
-                             sbuf_b, acc, nb_h, nb_near, nb_span, work_d, fbuf, sbuf, low, resid,
-                             valid, xv, sub_xv, sub_start, sub_nv, tables)
-            for b in range(width):
-                s = order[block * BLOCK + b]
-                status[s] = status_b[b]
-                for i in range(n):
-                    seasonal[s, i] = seasonal_b[i, b]
-                    trend[s, i] = trend_b[i, b]
-                    weights[s, i] = rw_b[i, b]
+                status[lanes[b]] = status_b[b]
+            for i in range(n):
+                for b in range(width):
+                    seasonal[lanes[b], i] = seasonal_b[i, b]
+                    trend[lanes[b], i] = trend_b[i, b]
+                    weights[lanes[b], i] = rw_b[i, b]
         start = n_blocked + c * n_single // n_chunks
         stop = n_blocked + (c + 1) * n_single // n_chunks
         for k in range(start, stop):
@@ -1125,6 +1149,8 @@ def decompose(data, prm: StlParams):
             order = np.argsort(-n_valid, kind="stable")
             n_blocked = n_series
         n_chunks = min(n_series, 8 * numba.get_num_threads())
+        if n_blocked:  # a chunk allocates its block's arrays once: few, large chunks
+            n_chunks = min((n_series + BLOCK - 1) // BLOCK, numba.get_num_threads())
         _decompose_batch(data, codes, seasonal, trend, weights, status, n_chunks, tables,
                          tabled, low_tabled, order, n_blocked)
     return seasonal, trend, weights, status
