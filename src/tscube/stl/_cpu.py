@@ -250,6 +250,15 @@ def _table_position(e, n_eval, jump, n_full, half, window):
         return m, half + 1, m - 1 - half, False
     return m, n_full + 1 - m, n_full - window, True
 
+@njit(cache=True, inline="always")
+def _hermite_basis(u):
+    """Cubic Hermite basis at u in [0, 1]: weights of the two values and two slopes
+    (the slopes' weights to be multiplied by the interval length)."""
+    u2 = u * u
+    u3 = u2 * u
+    return 2 * u3 - 3 * u2 + 1, 3 * u2 - 2 * u3, u3 - 2 * u2 + u, u3 - u2
+
+
 @njit(cache=True)
 def _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride):
     """stlplus interpolation of a jumped loess: cubic Hermite (values ``fbuf``, slopes
@@ -266,11 +275,10 @@ def _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride):
             m0 = min(1 + prev * jump, n_full)
             delta = float(m1 - m0)
             for t in range(m0 + 1, m1):
-                u = (t - m0) / delta
-                out[out_off + t * out_stride] = (
-                    (2 * u**3 - 3 * u**2 + 1) * fbuf[prev] + (3 * u**2 - 2 * u**3) * fbuf[e]
-                    + (u**3 - 2 * u**2 + u) * delta * sbuf[prev]
-                    + (u**3 - u**2) * delta * sbuf[e])
+                c0, c1, d0, d1 = _hermite_basis((t - m0) / delta)
+                out[out_off + t * out_stride] = (c0 * fbuf[prev] + c1 * fbuf[e]
+                                                 + d0 * delta * sbuf[prev]
+                                                 + d1 * delta * sbuf[e])
         prev = e
 
 
@@ -623,8 +631,29 @@ def _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row
         for b in range(width):
             out[out_row0 + n_full * stride, b] = fbuf[n_eval - 1, b]
     else:
-        for b in range(width):
-            _hermite(fbuf[:, b], sbuf[:, b], n_eval, jump, n_full, out[:, b], out_row0, stride)
+        finite = True
+        for e in range(n_eval):
+            for b in range(width):
+                finite &= np.isfinite(fbuf[e, b])
+        if finite:  # every fit succeeded: the Hermite cubics in row order
+            for e in range(n_eval - 1):
+                m0 = 1 + e * jump
+                m1 = min(m0 + jump, n_full)
+                delta = float(m1 - m0)
+                for b in range(width):
+                    out[out_row0 + m0 * stride, b] = fbuf[e, b]
+                for t in range(m0 + 1, m1):
+                    c0, c1, d0, d1 = _hermite_basis((t - m0) / delta)
+                    for b in range(width):
+                        out[out_row0 + t * stride, b] = (
+                            c0 * fbuf[e, b] + c1 * fbuf[e + 1, b] + d0 * delta * sbuf[e, b]
+                            + d1 * delta * sbuf[e + 1, b])
+            for b in range(width):
+                out[out_row0 + n_full * stride, b] = fbuf[n_eval - 1, b]
+        else:  # lane by lane, skipping the failed fits
+            for b in range(width):
+                _hermite(fbuf[:, b], sbuf[:, b], n_eval, jump, n_full, out[:, b], out_row0,
+                         stride)
     if extend:
         for b in range(width):
             f0 = fbuf[n_eval, b]
