@@ -125,19 +125,20 @@ def test_lane_neighbourhoods_equal_per_point_search(flavor):
         jump = int(rng.integers(1, 5))
         _, n_eval, n_total = _cpu._eval_counts(n_full, jump, True)
         nb_h = np.zeros((n_total, 2))
-        nb_near = np.zeros((n_total, 2), dtype=np.int64)
         nb_span = np.tile(np.array([[n_full + 2, -1]], dtype=np.int64), (n_total, 1))
-        _cpu._lane_neighbourhoods(xv, 0, nv, n_full, window, jump, True, flavor_code, 3, 2, 1,
-                                  nb_h, nb_near, nb_span, 0)
+        _cpu._lane_neighbourhoods(xv, 0, nv, n_full, window, jump, True, flavor_code, 1, nb_h,
+                                  nb_span, 0)
         for e in range(n_total):
             m = _cpu._eval_position(e, n_eval, min(jump, max(n_full - 1, 1)), n_full)
             q = min(window, nv)
             lo, hi, nearest = _cpu._neighbourhood(xv, 0, nv, False, m, q)
-            h = max(m - xv[lo], xv[hi - 1] - m) + max(window - nv, 0) * (
-                0.5 if flavor == "stlplus" else 0) + (max(window - nv, 0) // 2
-                                                     if flavor == "statsmodels" else 0)
+            widen = max(window - nv, 0) * 0.5 if flavor == "stlplus" else max(window - nv, 0) // 2
+            h = max(m - xv[lo], xv[hi - 1] - m) + widen
             assert nb_h[e, 1] == h, (trial, e)
-            assert nb_near[e, 1] == 3 + (xv[nearest] - 1) * 2
+            mask = np.zeros((2 * n_full + 5, 2))
+            mask[3 + (xv - 1) * 2, 1] = 1.0
+            if 1 <= m <= n_full:
+                assert _cpu._nearest_valid(mask, 1, m, n_full, 3, 2) == 3 + (xv[nearest] - 1) * 2
             assert nb_span[e, 0] <= xv[lo] and nb_span[e, 1] >= xv[hi - 1]
             # every point of positive weight lies inside the lane's window
             r = np.abs(xv - m)

@@ -495,11 +495,10 @@ def _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv, sub_st
     cycle-subseries j, their positions within it (``sub_xv[sub_start[j]:][:sub_nv[j]]``);
     returns (status, number of valid values)."""
     nv = np.int64(0)
-    for i in range(n):
+    for i in range(n):  # compaction without branches (gaps at random mispredict them)
         valid[i] = math.isfinite(y[i])
-        if valid[i]:
-            xv[nv] = i + 1
-            nv += 1
+        xv[nv] = i + 1
+        nv += valid[i]
     if nv == 0:
         return _ALL_MISSING, nv
     if nv < 2 * p:
@@ -509,9 +508,8 @@ def _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv, sub_st
         sub_start[j] = pos
         k = (n - 1 - j) // p + 1
         for i in range(k):
-            if valid[i * p + j]:
-                sub_xv[pos] = i + 1
-                pos += 1
+            sub_xv[pos] = i + 1
+            pos += valid[i * p + j]
         sub_nv[j] = pos - sub_start[j]
         if sub_nv[j] == 0:
             return _SUB_EMPTY, nv
@@ -731,42 +729,45 @@ def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, exten
 
 
 @njit(cache=True)
-def _lane_neighbourhoods(xv, xstart, nv, n_full, window, jump, extend, flavor, row0, stride,
-                         lane, nb_h, nb_near, nb_span, e0):
+def _lane_neighbourhoods(xv, xstart, nv, n_full, window, jump, extend, flavor, lane, nb_h,
+                         nb_span, e0):
     """Neighbourhoods of the evaluations of a loess over one lane's valid positions
     xv[xstart:xstart + nv] (1-based, increasing, within 1..n_full), written to row e0 + e
-    (evaluation e), column ``lane``: the radius h of the q = min(window, nv) nearest
-    valid points (widened as in ``_local_fit`` when window > nv) and the block row of the
-    nearest one; ``nb_span[e0 + e]`` (first, last position) grows to cover the lane's
-    window. The evaluation points increase, and so do the window start and the count of
-    valid positions before m (the prefix count that indexes the nearest): both are
-    pointers moved forward, O(nv + evaluations) per lane, and give ``_neighbourhood``'s
-    windows (ties to the left) without a search per point."""
+    (evaluation e): the radius h of the q = min(window, nv) nearest valid points (widened
+    as in ``_local_fit`` when window > nv) in column ``lane``; ``nb_span[e0 + e]`` (first,
+    last position) grows to cover the lane's window. The evaluation points increase and
+    so does the window start: a pointer moved forward, O(nv + evaluations) per lane, that
+    gives ``_neighbourhood``'s windows without a search per point. Which of two points
+    at the same distance is taken does not matter: both are at distance h, weight 0."""
     jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
     q = min(window, nv)
+    widen = 0.0
+    if window > nv:
+        widen = (window - nv) / 2.0 if flavor == _STLPLUS else float((window - nv) // 2)
     lo = 0  # the q nearest are xv[xstart + lo:][:q]
-    before = 0  # valid positions < m
     for e in range(n_total):
         m = _eval_position(e, n_eval, jump, n_full)
         if e == n_eval:  # m = 0, then n_full + 1
-            lo = before = 0
-        while before < nv and xv[xstart + before] < m:
-            before += 1
+            lo = 0
         # slide while the point after the window is strictly nearer than its first one
         while lo + q < nv and m - xv[xstart + lo] > xv[xstart + lo + q] - m:
             lo += 1
         x_lo, x_hi = xv[xstart + lo], xv[xstart + lo + q - 1]
-        h = float(max(m - x_lo, x_hi - m))
-        if window > nv:
-            h += (window - nv) / 2.0 if flavor == _STLPLUS else (window - nv) // 2
-        nearest = before
-        if before == nv or (before > 0
-                            and m - xv[xstart + before - 1] <= xv[xstart + before] - m):
-            nearest = before - 1
-        nb_h[e0 + e, lane] = h
-        nb_near[e0 + e, lane] = row0 + (xv[xstart + nearest] - 1) * stride
+        nb_h[e0 + e, lane] = max(m - x_lo, x_hi - m) + widen
         nb_span[e0 + e, 0] = min(nb_span[e0 + e, 0], x_lo)
         nb_span[e0 + e, 1] = max(nb_span[e0 + e, 1], x_hi)
+
+
+@njit(cache=True)
+def _nearest_valid(mask, lane, m, n_full, row0, stride):
+    """Block row of the valid position (1..n_full, ``mask`` > 0 in column ``lane``)
+    nearest to m, the left one of two at the same distance (``_neighbourhood``'s)."""
+    for d in range(n_full + 1):
+        if 1 <= m - d <= n_full and mask[row0 + (m - d - 1) * stride, lane] > 0.0:
+            return row0 + (m - d - 1) * stride
+        if 1 <= m + d <= n_full and mask[row0 + (m + d - 1) * stride, lane] > 0.0:
+            return row0 + (m + d - 1) * stride
+    return row0  # no valid position: a lane whose status is not OK
 
 
 # Moments accumulated by _block_loess_masked (rows of acc), then its per-lane constants.
@@ -784,12 +785,12 @@ def _masked_weight(r, inv_h, cut, full, w):
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
-def _block_loess_masked(vals, wmask, row0, stride, n_full, deg, jump, extend, flavor, out,
-                        out_row0, nb_h, nb_near, nb_span, e0, fbuf, sbuf, acc):
+def _block_loess_masked(vals, mask, wmask, row0, stride, n_full, deg, jump, extend, flavor, out,
+                        out_row0, nb_h, nb_span, e0, fbuf, sbuf, acc):
     """``_loess`` of the BLOCK lanes of ``vals`` (rows and positions as ``_block_loess``),
     each lane with its own gaps: a point weighs ``wmask`` (0 where missing, else its
-    robustness weight) times the tricube of its lane's neighbourhood, found beforehand by
-    ``_lane_neighbourhoods`` (row e0 + e). Every evaluation runs over the union of the
+    robustness weight; ``mask``: 0/1 valid) times the tricube of its lane's
+    neighbourhood, found beforehand by ``_lane_neighbourhoods`` (row e0 + e). Every evaluation runs over the union of the
     lanes' windows; the weighted moments are sums over those rows for all lanes at once."""
     width = vals.shape[1]
     jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
@@ -811,19 +812,18 @@ def _block_loess_masked(vals, wmask, row0, stride, n_full, deg, jump, extend, fl
             row = row0 + (t - 1) * stride
             d = float(t - m)
             r = abs(d)
-            if deg <= 1:
+            if deg <= 1:  # in the unscaled offset d: rescaled below
                 for b in range(width):
-                    inv_h = acc[_INV_H, b]
-                    wt = _masked_weight(r, inv_h, acc[_CUT, b], acc[_FULL, b], wmask[row, b])
-                    v = d * inv_h
-                    wv = wt * v
+                    wt = _masked_weight(r, acc[_INV_H, b], acc[_CUT, b], acc[_FULL, b],
+                                        wmask[row, b])
+                    wd = wt * d
                     yv = vals[row, b]
                     acc[_S0, b] += wt
-                    acc[_S1, b] += wv
-                    acc[_S2, b] += wv * v
+                    acc[_S1, b] += wd
+                    acc[_S2, b] += wd * d
                     acc[_T0, b] += wt * yv
-                    acc[_T1, b] += wv * yv
-            else:
+                    acc[_T1, b] += wd * yv
+            else:  # in the scaled offset v = d / h (unscaled fourth moments lose digits)
                 for b in range(width):
                     inv_h = acc[_INV_H, b]
                     wt = _masked_weight(r, inv_h, acc[_CUT, b], acc[_FULL, b], wmask[row, b])
@@ -839,12 +839,18 @@ def _block_loess_masked(vals, wmask, row0, stride, n_full, deg, jump, extend, fl
                     acc[_T0, b] += wt * yv
                     acc[_T1, b] += wv * yv
                     acc[_T2, b] += wv2 * yv
+        if deg <= 1:  # to the scaled offsets v = d / h
+            for b in range(width):
+                acc[_S1, b] *= acc[_INV_H, b]
+                acc[_T1, b] *= acc[_INV_H, b]
+                acc[_S2, b] *= acc[_INV_H, b] * acc[_INV_H, b]
         for b in range(width):
             value, slope = _fit_from_moments(
                 acc[_S0, b], acc[_S1, b], acc[_S2, b], acc[_S3, b], acc[_S4, b], acc[_T0, b],
                 acc[_T1, b], acc[_T2, b], nb_h[k, b], deg, flavor, n_full)
             if not stlplus and e < n_eval and not math.isfinite(value):
-                value = vals[nb_near[k, b], b]  # no weight: the nearest value (statsmodels)
+                # no weight: the nearest value (statsmodels)
+                value = vals[_nearest_valid(mask, b, m, n_full, row0, stride), b]
             fbuf[e, b] = value
             sbuf[e, b] = slope
     _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride, acc)
@@ -880,7 +886,7 @@ def _neighbourhood_rows(prm):
 
 
 @njit(cache=True)
-def _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, nb_near, nb_span,
+def _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, nb_span,
                   valid, xv, sub_xv, sub_start, sub_nv):
     """Per lane of the block y (NaN where missing; lane b is the series row
     ``data[lanes[b]]``): status, 0/1 valid ``mask``, missing values set to 0 in y; if
@@ -898,13 +904,12 @@ def _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, n
             nb_span[k, 1] = -1
             for b in range(width):
                 nb_h[k, b] = 1.0
-                nb_near[k, b] = 0
         if low_masked and flavor == _STATSMODELS:  # the low-pass: all dates, unweighted
             for i in range(n):
                 xv[i] = i + 1
             for b in range(width):
-                _lane_neighbourhoods(xv, 0, n, n, nl, nljump, no_, flavor, 0, 1, b, nb_h,
-                                     nb_near, nb_span, n_seasonal + n_trend)
+                _lane_neighbourhoods(xv, 0, n, n, nl, nljump, no_, flavor, b, nb_h, nb_span,
+                                     n_seasonal + n_trend)
     for b in range(width):
         status[b], nv = _valid_positions(data[lanes[b]], n, p, isdeg, 0, flavor, valid, xv,
                                          sub_xv, sub_start, sub_nv)
@@ -914,13 +919,12 @@ def _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, n
         for j in range(p):
             k = (n - 1 - j) // p + 1
             _lane_neighbourhoods(sub_xv, sub_start[j], sub_nv[j], k, ns, nsjump, yes, flavor,
-                                 j, p, b, nb_h, nb_near, nb_span, e0)
+                                 b, nb_h, nb_span, e0)
             e0 += _eval_counts(k, nsjump, True)[2]
-        _lane_neighbourhoods(xv, 0, nv, n, nt, ntjump, no_, flavor, 0, 1, b, nb_h, nb_near,
-                             nb_span, e0)
+        _lane_neighbourhoods(xv, 0, nv, n, nt, ntjump, no_, flavor, b, nb_h, nb_span, e0)
         if low_masked and flavor == _STLPLUS:  # stlplus' low-pass: valid dates only
-            _lane_neighbourhoods(xv, 0, nv, n, nl, nljump, no_, flavor, 0, 1, b, nb_h,
-                                 nb_near, nb_span, e0 + n_trend)
+            _lane_neighbourhoods(xv, 0, nv, n, nl, nljump, no_, flavor, b, nb_h, nb_span,
+                                 e0 + n_trend)
     for i in range(n):
         for b in range(width):
             ok = np.isfinite(y[i, b])
@@ -955,8 +959,7 @@ def _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, re
 
 @njit(cache=True)
 def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask,
-                     wmask, ones, work_d, cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_near,
-                     nb_span, lane_resid, counts, valid, xv, sub_xv, sub_start, sub_nv,
+                     wmask, ones, work_d, cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_span, lane_resid, counts, valid, xv, sub_xv, sub_start, sub_nv,
                      tables):
     """``_decompose_one`` of the BLOCK series ``data[lanes]``, copied to the columns of y
     (non-periodic fits).
@@ -972,8 +975,8 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
         for b in range(width):
             if not np.isfinite(y[i, b]):
                 masked = True
-    _block_status(data, lanes, y, prm, masked, not low_tabled, status, mask, nb_h, nb_near,
-                  nb_span, valid, xv, sub_xv, sub_start, sub_nv)
+    _block_status(data, lanes, y, prm, masked, not low_tabled, status, mask, nb_h, nb_span,
+                  valid, xv, sub_xv, sub_start, sub_nv)
     n_seasonal, n_trend, _ = _neighbourhood_rows(prm)
     for i in range(n):
         for b in range(width):
@@ -995,8 +998,8 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
             for j in range(p):
                 k = (n - 1 - j) // p + 1
                 if masked:
-                    _block_loess_masked(work_d, wmask, j, p, k, isdeg, nsjump, yes, flavor, cycle,
-                                        j, nb_h, nb_near, nb_span, e0, fbuf, sbuf, acc)
+                    _block_loess_masked(work_d, mask, wmask, j, p, k, isdeg, nsjump, yes, flavor,
+                                        cycle, j, nb_h, nb_span, e0, fbuf, sbuf, acc)
                     e0 += _eval_counts(k, nsjump, True)[2]
                 else:
                     _block_loess(work_d, rw, use_w, j, p, k, ns, isdeg, nsjump, yes, cycle, j,
@@ -1007,17 +1010,21 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
             if low_tabled:
                 _block_loess(work_d, rw, no_, zero, one, n, nl, ildeg, nljump, no_, low,
                              minus_one, fbuf, acc, tables[2])
-            else:  # stlplus: valid dates only, robustness-weighted
-                _block_loess_masked(work_d, wmask if flavor == _STLPLUS else ones, zero, one, n,
-                                    ildeg, nljump, no_, flavor, low, minus_one, nb_h, nb_near,
-                                    nb_span, n_seasonal + n_trend, fbuf, sbuf, acc)
+            elif flavor == _STLPLUS:  # valid dates only, robustness-weighted
+                _block_loess_masked(work_d, mask, wmask, zero, one, n, ildeg, nljump, no_, flavor,
+                                    low, minus_one, nb_h, nb_span, n_seasonal + n_trend, fbuf,
+                                    sbuf, acc)
+            else:  # all dates, unweighted, untabled window
+                _block_loess_masked(work_d, ones, ones, zero, one, n, ildeg, nljump, no_, flavor,
+                                    low, minus_one, nb_h, nb_span, n_seasonal + n_trend, fbuf,
+                                    sbuf, acc)
             for i in range(n):
                 for b in range(width):
                     seasonal[i, b] = cycle[p + i, b] - low[i, b]
                     work_d[i, b] = y[i, b] - seasonal[i, b]
             if masked:
-                _block_loess_masked(work_d, wmask, zero, one, n, itdeg, ntjump, no_, flavor, trend,
-                                    minus_one, nb_h, nb_near, nb_span, n_seasonal, fbuf, sbuf,
+                _block_loess_masked(work_d, mask, wmask, zero, one, n, itdeg, ntjump, no_, flavor,
+                                    trend, minus_one, nb_h, nb_span, n_seasonal, fbuf, sbuf,
                                     acc)
             else:
                 _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, trend,
@@ -1089,7 +1096,6 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tabl
                 lane_resid = np.empty((width, n))
                 counts = np.empty(width, dtype=np.int64)
                 nb_h = np.empty((n_nb, width))
-                nb_near = np.empty((n_nb, width), dtype=np.int64)
                 nb_span = np.empty((n_nb, 2), dtype=np.int64)
             lanes = order[block * BLOCK:block * BLOCK + width]
             for i in range(n):  # transposes: one pass over the rows, BLOCK streams
@@ -1097,7 +1103,7 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tabl
                     y_b[i, b] = data[lanes[b], i]
             _decompose_block(data, lanes, y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
                              status_b, mask_b, wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b,
-                             low_b, fbuf_b, sbuf_b, acc, nb_h, nb_near, nb_span, lane_resid,
+                             low_b, fbuf_b, sbuf_b, acc, nb_h, nb_span, lane_resid,
                              counts, valid, xv, sub_xv, sub_start, sub_nv, tables)
             for b in range(width):
                 status[lanes[b]] = status_b[b]
