@@ -167,3 +167,23 @@ def test_gap_free_blocks_through_the_masked_kernel_equal_statsmodels(kw, monkeyp
         np.testing.assert_allclose(ours.seasonal[:, s], res.seasonal, rtol=0, atol=1e-12 * scale)
         np.testing.assert_allclose(ours.trend[:, s], res.trend, rtol=0, atol=1e-12 * scale)
         np.testing.assert_allclose(ours.weights[:, s], res.weights, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(seasonal=9, seasonal_jump=2, trend_jump=3, low_pass_jump=2),
+    dict(seasonal=7, seasonal_deg=0, robust=True, inner_iter=1, outer_iter=3),
+], ids=["jumps", "robust"])
+def test_gap_free_stlplus_blocks_through_the_tables_equal_reference(kw):
+    """Gap-free blocks of the stlplus flavour use the loess tables (fits and slopes)."""
+    period, n_times = 6, 67
+    rng = np.random.default_rng(13)
+    t = np.arange(n_times)[:, None]
+    cube = 3 + np.sin(2 * np.pi * t / period + rng.uniform(0, 6, 36)) + rng.standard_t(
+        3, (n_times, 36))
+    ref = stl(cube, period, engine="reference", flavor="stlplus", **kw)
+    cpu = stl(cube, period, engine="cpu", flavor="stlplus", **kw)
+    np.testing.assert_array_equal(cpu.status, ref.status)
+    assert (ref.status == StlStatus.OK).all()
+    for name in ("seasonal", "trend", "weights"):
+        np.testing.assert_allclose(getattr(cpu, name), getattr(ref, name), rtol=0, atol=1e-9,
+                                   err_msg=name)

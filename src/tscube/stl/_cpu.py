@@ -665,16 +665,17 @@ def _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row
             out[out_row0 + (n_full + 1) * stride, b] = f1
 
 
-@njit(cache=True, fastmath=_FAST)
-def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, extend, out,
-                 out_row0, fbuf, acc, tab):
-    """``_loess`` (statsmodels flavour, tabled gap-free window, degree <= 1) of the BLOCK
-    columns of ``vals``: position t at row ``row0 + (t - 1) * stride``, its fit written to
-    row ``out_row0 + t * stride`` of ``out`` (t = 0 and n_full + 1 too if ``extend``)."""
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, extend, flavor, out,
+                 out_row0, fbuf, sbuf, acc, tab):
+    """``_loess`` (tabled gap-free window, degree <= 1) of the BLOCK columns of ``vals``:
+    position t at row ``row0 + (t - 1) * stride``, its fit written to row
+    ``out_row0 + t * stride`` of ``out`` (t = 0 and n_full + 1 too if ``extend``)."""
     width = vals.shape[1]  # a run-time trip count: LLVM vectorises these loops
     jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
     half = (window - 1) // 2
     threshold = 0.001 * (n_full - 1)
+    stlplus = flavor == _STLPLUS
     for e in range(n_total):
         m, row, lo, mirror = _table_position(e, n_eval, jump, n_full, half, window)
         for a in range(5):
@@ -698,34 +699,32 @@ def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, exten
             h = tab[_SCALARS, row, 0]
             nearest = row0 + min(max(m - 1, 0), n_full - 1) * stride
             for b in range(width):
-                s0 = acc[0, b]
-                if s0 > 0.0:
-                    t0 = acc[3, b] / s0
-                    value = t0
-                    if deg == 1:
-                        m1 = acc[1, b] / s0
-                        var = acc[2, b] / s0 - m1 * m1
-                        t1 = acc[4, b] / s0
-                        if var > 0.0 and h * np.sqrt(var) > threshold:
-                            value = t0 - m1 * (t1 - m1 * t0) / var
-                elif e < n_eval:  # no weight: the nearest value (statsmodels)
-                    value = vals[nearest, b]
-                else:
-                    value = np.nan
+                value, slope = _fit_from_moments(acc[0, b], acc[1, b], acc[2, b], 0.0, 0.0,
+                                                 acc[3, b], acc[4, b], 0.0, h, deg, flavor,
+                                                 n_full)
+                if not stlplus and e < n_eval and not math.isfinite(value):
+                    value = vals[nearest, b]  # no weight: the nearest value (statsmodels)
                 fbuf[e, b] = value
-        else:  # a fixed linear filter
+                sbuf[e, b] = slope
+        else:  # fixed linear filters: the fit, and the slope for stlplus' interpolation
             kind = _VALUE
-            if deg == 0 or not tab[_SCALARS, row, 1] > threshold:
+            if deg == 0 or not (stlplus or tab[_SCALARS, row, 1] > threshold):
                 kind = _MEAN
             for i in range(window):
                 c = tab[kind, row, window - 1 - i] if mirror else tab[kind, row, i]
                 r = row0 + (lo + i) * stride
                 for b in range(width):
                     acc[0, b] += c * vals[r, b]
+            if stlplus and jump > 1:
+                for i in range(window):
+                    c = -tab[_SLOPE, row, window - 1 - i] if mirror else tab[_SLOPE, row, i]
+                    r = row0 + (lo + i) * stride
+                    for b in range(width):
+                        acc[1, b] += c * vals[r, b]
             for b in range(width):
                 fbuf[e, b] = acc[0, b]
-    _block_finish(fbuf, fbuf, n_eval, jump, n_full, extend, np.int64(_STATSMODELS), out,
-                  out_row0, stride, acc)
+                sbuf[e, b] = acc[1, b]
+    _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride, acc)
 
 
 @njit(cache=True)
@@ -963,9 +962,9 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
                      tables):
     """``_decompose_one`` of the BLOCK series ``data[lanes]``, copied to the columns of y
     (non-periodic fits).
-    ``tabled``: the loess tables cover every window (statsmodels flavour, degrees <= 1),
-    used if the block has no gap; otherwise every loess is ``_block_loess_masked``,
-    except the statsmodels low-pass (gap-free) where ``low_tabled``."""
+    ``tabled``: the loess tables cover every window (degrees <= 1), used if the block
+    has no gap; otherwise every loess is ``_block_loess_masked``, except the statsmodels
+    low-pass (all dates, so gap-free) where ``low_tabled``."""
     n, p, ns, nt, nl = prm[0], prm[1], prm[2], prm[3], prm[4]
     isdeg, itdeg, ildeg, nsjump, ntjump, nljump = prm[5], prm[6], prm[7], prm[8], prm[9], prm[10]
     ni, no, flavor = prm[11], prm[12], prm[14]
@@ -975,7 +974,8 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
         for b in range(width):
             if not np.isfinite(y[i, b]):
                 masked = True
-    _block_status(data, lanes, y, prm, masked, not low_tabled, status, mask, nb_h, nb_span,
+    low_masked = not low_tabled or flavor == _STLPLUS  # stlplus' low-pass skips the gaps
+    _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, nb_span,
                   valid, xv, sub_xv, sub_start, sub_nv)
     n_seasonal, n_trend, _ = _neighbourhood_rows(prm)
     for i in range(n):
@@ -1002,14 +1002,17 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
                                         cycle, j, nb_h, nb_span, e0, fbuf, sbuf, acc)
                     e0 += _eval_counts(k, nsjump, True)[2]
                 else:
-                    _block_loess(work_d, rw, use_w, j, p, k, ns, isdeg, nsjump, yes, cycle, j,
-                                 fbuf, acc, tables[0])
+                    _block_loess(work_d, rw, use_w, j, p, k, ns, isdeg, nsjump, yes, flavor,
+                                 cycle, j, fbuf, sbuf, acc, tables[0])
             _block_moving_average(cycle, n + 2 * p, p, ma1, acc)
             _block_moving_average(ma1, n + p + 1, p, ma2, acc)
             _block_moving_average(ma2, n + 2, three, work_d, acc)
-            if low_tabled:
-                _block_loess(work_d, rw, no_, zero, one, n, nl, ildeg, nljump, no_, low,
-                             minus_one, fbuf, acc, tables[2])
+            if low_tabled and flavor == _STATSMODELS:  # all dates, unweighted
+                _block_loess(work_d, rw, no_, zero, one, n, nl, ildeg, nljump, no_, flavor, low,
+                             minus_one, fbuf, sbuf, acc, tables[2])
+            elif not masked:  # stlplus without gaps: robustness-weighted
+                _block_loess(work_d, rw, use_w, zero, one, n, nl, ildeg, nljump, no_, flavor,
+                             low, minus_one, fbuf, sbuf, acc, tables[2])
             elif flavor == _STLPLUS:  # valid dates only, robustness-weighted
                 _block_loess_masked(work_d, mask, wmask, zero, one, n, ildeg, nljump, no_, flavor,
                                     low, minus_one, nb_h, nb_span, n_seasonal + n_trend, fbuf,
@@ -1027,8 +1030,8 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
                                     trend, minus_one, nb_h, nb_span, n_seasonal, fbuf, sbuf,
                                     acc)
             else:
-                _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, trend,
-                             minus_one, fbuf, acc, tables[1])
+                _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, flavor,
+                             trend, minus_one, fbuf, sbuf, acc, tables[1])
         if no > 0 and (flavor == _STLPLUS or pass_index < n_passes - 1):
             _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, ma2,
                                       lane_resid, counts, fbuf[0])
@@ -1136,10 +1139,10 @@ def _tables(codes):
 
 def _tables_cover(codes, tables, loesses=(0, 1, 2)):
     """Whether the loess tables serve the ``loesses`` (0 seasonal, 1 trend, 2 low-pass)
-    of a gap-free series: statsmodels flavour, not periodic, degrees <= 1 and windows
-    tabled, non-singular and no longer than the (shortest cycle-sub)series."""
+    of a gap-free series: not periodic, degrees <= 1 and windows tabled, non-singular
+    and no longer than the (shortest cycle-sub)series."""
     n, period = codes[0], codes[1]
-    if codes[14] != _STATSMODELS or codes[13]:
+    if codes[13]:
         return False
     for index in loesses:
         window, deg = codes[2 + index], codes[5 + index]
