@@ -1,14 +1,19 @@
 """numba engine of :func:`tscube.stl`: parallel over series, same semantics as ``_reference``.
 
-Each loess evaluation finds its ``q`` nearest valid points by binary search and
-expansion (O(q + log N), a direct index window when the input has no gap) and
-accumulates weighted moments in one pass, so no buffer of size ``q`` is needed per
-point. Gap-free windows (up to ``TABLE_MAX_WINDOW`` points) use precomputed tables of
-their tricube weights and equivalent kernels, shared read-only by all threads.
-Moving averages are running sums, the robustness median a quickselect. Arithmetic is
-float64 throughout (reassociation allowed in the weighted sums, for SIMD).
+Series are decomposed BLOCK at a time in a (time, series) layout, every loop over the
+block a SIMD loop across its series (lanes). Gap-free blocks with degrees <= 1 and
+windows up to ``TABLE_MAX_WINDOW`` apply precomputed tables of tricube weights and
+equivalent kernels, shared read-only by all threads. Other blocks (gaps, degree 2,
+longer windows) give each lane its own valid mask and neighbourhoods: the radius of
+every evaluation's ``q`` nearest valid points, found once per block by a pointer that
+slides over the lane's compacted valid positions; each evaluation then sums the
+tricube- and mask-weighted moments of all lanes over the union of their windows.
+Periodic fits, and the cuda engine, use the per-series path (``_decompose_one``): each
+loess evaluation finds its ``q`` nearest valid points by binary search and expansion
+(O(q + log N)) and accumulates weighted moments in one pass. Moving averages are running
+sums, the robustness median a quickselect. Arithmetic is float64 throughout
+(reassociation allowed in the weighted sums, for SIMD).
 """
-
 from __future__ import annotations
 
 import math
@@ -604,6 +609,9 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
 # value (a constant trip count would be unrolled, not vectorised) and large enough to
 # amortise the vectoriser's run-time aliasing checks.
 BLOCK = 32
+# A block holds about 16 arrays of (T, BLOCK) float64 per thread: longer series than
+# this budget allows go one by one (the A-like case of benchmarks/stl.py, T = 2^19).
+BLOCK_MAX_BYTES = 256 << 20
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -1051,7 +1059,7 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
 def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables, tabled,
                      low_tabled, order, n_blocked):
     """STL of series ``order[k]``: the first ``n_blocked`` BLOCK at a time, the others
-    (periodic fits) one by one."""
+    (periodic fits, very long series) one by one."""
     n_series, n = data.shape
     p = prm[1]
     n_blocks = (n_blocked + BLOCK - 1) // BLOCK
@@ -1180,7 +1188,7 @@ def decompose(data, prm: StlParams):
         low_tabled = _tables_cover(codes, tables, (2,))
         order = np.arange(n_series)
         n_blocked = 0
-        if not codes[13]:  # periodic fits go one by one
+        if not codes[13] and 16 * n * BLOCK * 8 <= BLOCK_MAX_BYTES:  # else one by one
             # gap-free series first (tabled blocks), then by decreasing number of valid
             # values, so that a block's lanes have alike neighbourhoods
             n_valid = np.isfinite(data).sum(axis=1)
