@@ -14,6 +14,7 @@ loess evaluation finds its ``q`` nearest valid points by binary search and expan
 sums, the robustness median a quickselect. Arithmetic is float64 throughout
 (reassociation allowed in the weighted sums, for SIMD).
 """
+
 from __future__ import annotations
 
 import math
@@ -254,6 +255,7 @@ def _table_position(e, n_eval, jump, n_full, half, window):
     if m <= n_full - half:
         return m, half + 1, m - 1 - half, False
     return m, n_full + 1 - m, n_full - window, True
+
 
 @njit(cache=True, inline="always")
 def _hermite_basis(u):
@@ -602,10 +604,10 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
 
 # Series (non-periodic fits) are decomposed up to BLOCK at a time, stored as (time, series)
 # so that every loop over the block is a SIMD loop across series, the block's lanes. A
-# block of gap-free series of the statsmodels flavour shares the loess tables: each
+# block of gap-free series (degrees <= 1, windows tabled) shares the loess tables: each
 # evaluation applies one kernel row to all lanes (``_block_loess``). Any other block
-# (gaps, the stlplus flavour, degree 2, untabled windows) weighs each lane's points with
-# its own valid mask and neighbourhood (``_block_loess_masked``). The width is a run-time
+# (gaps, degree 2, untabled windows) weighs each lane's points with its own valid mask
+# and neighbourhood (``_block_loess_masked``). The width is a run-time
 # value (a constant trip count would be unrolled, not vectorised) and large enough to
 # amortise the vectoriser's run-time aliasing checks.
 BLOCK = 32
