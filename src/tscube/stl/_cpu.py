@@ -266,7 +266,7 @@ def _hermite_basis(u):
     return 2 * u3 - 3 * u2 + 1, 3 * u2 - 2 * u3, u3 - 2 * u2 + u, u3 - u2
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=_FAST)
 def _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride):
     """stlplus interpolation of a jumped loess: cubic Hermite (values ``fbuf``, slopes
     ``sbuf``) between the evaluation points whose fit is finite, NaN elsewhere."""
