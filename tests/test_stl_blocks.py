@@ -187,3 +187,20 @@ def test_gap_free_stlplus_blocks_through_the_tables_equal_reference(kw):
     for name in ("seasonal", "trend", "weights"):
         np.testing.assert_allclose(getattr(cpu, name), getattr(ref, name), rtol=0, atol=1e-9,
                                    err_msg=name)
+
+
+@pytest.mark.parametrize("flavor", ["statsmodels", "stlplus"])
+def test_series_too_long_for_blocks_go_one_by_one_with_the_same_result(flavor, monkeypatch):
+    """Above BLOCK_MAX_BYTES series take the per-series path (the cuda engine's code):
+    same statuses and components as the blocks."""
+    cube = _patterned_cube(97, 8, 40, seed=17)
+    kw = dict(flavor=flavor, seasonal=9, seasonal_jump=2, trend_jump=3, low_pass_jump=2,
+              robust=True, inner_iter=2, outer_iter=2)
+    blocks = stl(cube, 8, **kw)
+    monkeypatch.setattr(_cpu, "BLOCK_MAX_BYTES", 0)
+    one_by_one = stl(cube, 8, **kw)
+    np.testing.assert_array_equal(one_by_one.status, blocks.status)
+    assert (blocks.status == StlStatus.OK).sum() >= 25
+    for name in ("seasonal", "trend", "weights"):
+        np.testing.assert_allclose(getattr(one_by_one, name), getattr(blocks, name), rtol=0,
+                                   atol=1e-9 * np.nanmax(np.abs(cube)), err_msg=name)
