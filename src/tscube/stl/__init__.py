@@ -161,8 +161,7 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
     Notes
     -----
     Missing values: every loess uses the ``q = min(window, n_valid)`` valid points
-    nearest to the evaluation point (found by binary search and expansion) and is
-    evaluated at every date, so seasonal and trend exist at missing dates too. Without
+    nearest to the evaluation point and is evaluated at every date, so seasonal and trend exist at missing dates too. Without
     missing values this is exactly the Fortran window. A series with fewer than
     ``2 * period`` valid values, or with a cycle-subseries without valid values, gets a
     :class:`StlStatus` other than ``OK`` and NaN components; the batch goes on.

@@ -1,12 +1,18 @@
 """numba engine of :func:`tscube.stl`: parallel over series, same semantics as ``_reference``.
 
-Each loess evaluation finds its ``q`` nearest valid points by binary search and
-expansion (O(q + log N), a direct index window when the input has no gap) and
-accumulates weighted moments in one pass, so no buffer of size ``q`` is needed per
-point. Gap-free windows (up to ``TABLE_MAX_WINDOW`` points) use precomputed tables of
-their tricube weights and equivalent kernels, shared read-only by all threads.
-Moving averages are running sums, the robustness median a quickselect. Arithmetic is
-float64 throughout (reassociation allowed in the weighted sums, for SIMD).
+Series are decomposed BLOCK at a time in a (time, series) layout, every loop over the
+block a SIMD loop across its series (lanes). Gap-free blocks with degrees <= 1 and
+windows up to ``TABLE_MAX_WINDOW`` apply precomputed tables of tricube weights and
+equivalent kernels, shared read-only by all threads. Other blocks (gaps, degree 2,
+longer windows) give each lane its own valid mask and neighbourhoods: the radius of
+every evaluation's ``q`` nearest valid points, found once per block by a pointer that
+slides over the lane's compacted valid positions; each evaluation then sums the
+tricube- and mask-weighted moments of all lanes over the union of their windows.
+Periodic fits, and the cuda engine, use the per-series path (``_decompose_one``): each
+loess evaluation finds its ``q`` nearest valid points by binary search and expansion
+(O(q + log N)) and accumulates weighted moments in one pass. Moving averages are running
+sums, the robustness median a quickselect. Arithmetic is float64 throughout
+(reassociation allowed in the weighted sums, for SIMD).
 """
 
 from __future__ import annotations
@@ -127,6 +133,41 @@ def _build_table(window, deg, flavor, tab):
 _FAST = {"reassoc", "contract"}
 
 
+@njit(cache=True, inline="always")
+def _fit_from_moments(s0, s1, s2, s3, s4, t0, t1, t2, h, deg, flavor, n_full):
+    """Loess (value, slope) at the evaluation point from the weighted moments
+    s_k = sum w v^k, t_k = sum w v^k y of the scaled offsets v = (x - m)/h; NaN value
+    when the fit fails (no weight, or singular in the stlplus flavour)."""
+    if not s0 > 0.0:
+        return np.nan, np.nan
+    t0 /= s0
+    if deg == 0:
+        return t0, 0.0
+    m1, m2 = s1 / s0, s2 / s0
+    t1 /= s0
+    if deg == 2:
+        m3, m4 = s3 / s0, s4 / s0
+        t2 /= s0
+        det = m2 * m4 - m3 * m3 - m1 * (m1 * m4 - m3 * m2) + m2 * (m1 * m3 - m2 * m2)
+        if abs(det) > SINGULAR_RTOL:
+            b0 = (t0 * (m2 * m4 - m3 * m3) - m1 * (t1 * m4 - m3 * t2)
+                  + m2 * (t1 * m3 - m2 * t2)) / det
+            b1 = ((t1 * m4 - m3 * t2) - t0 * (m1 * m4 - m3 * m2)
+                  + m2 * (m1 * t2 - t1 * m2)) / det
+            return b0, (b1 / h if flavor == _STLPLUS else 0.0)
+        if flavor == _STLPLUS:
+            return np.nan, np.nan
+    var = m2 - m1 * m1
+    if flavor == _STLPLUS:
+        if not abs(var) > SINGULAR_RTOL:
+            return np.nan, np.nan
+        return t0 - m1 * (t1 - m1 * t0) / var, (t1 - m1 * t0) / var / h
+    # Fortran: linear correction only when the x-spread is not tiny
+    if h > 0.0 and var > 0.0 and h * math.sqrt(var) > 0.001 * (n_full - 1):
+        return t0 - m1 * (t1 - m1 * t0) / var, 0.0
+    return t0, 0.0
+
+
 @njit(cache=True, fastmath=_FAST)
 def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg,
                m, flavor):
@@ -180,62 +221,80 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
             s3 += wv * v * v
             s4 += wv * v * v * v
             t2 += wv * v * yv
-    if not s0 > 0.0:
-        return np.nan, np.nan, nearest
-    t0 /= s0
-    if deg == 0:
-        return t0, 0.0, nearest
-    m1, m2 = s1 / s0, s2 / s0
-    t1 /= s0
-    if deg == 2:
-        m3, m4 = s3 / s0, s4 / s0
-        t2 /= s0
-        det = m2 * m4 - m3 * m3 - m1 * (m1 * m4 - m3 * m2) + m2 * (m1 * m3 - m2 * m2)
-        if abs(det) > SINGULAR_RTOL:
-            b0 = (t0 * (m2 * m4 - m3 * m3) - m1 * (t1 * m4 - m3 * t2)
-                  + m2 * (t1 * m3 - m2 * t2)) / det
-            b1 = ((t1 * m4 - m3 * t2) - t0 * (m1 * m4 - m3 * m2)
-                  + m2 * (m1 * t2 - t1 * m2)) / det
-            return b0, (b1 / h if flavor == _STLPLUS else 0.0), nearest
-        if flavor == _STLPLUS:
-            return np.nan, np.nan, nearest
-    var = m2 - m1 * m1
-    if flavor == _STLPLUS:
-        if not abs(var) > SINGULAR_RTOL:
-            return np.nan, np.nan, nearest
-        return t0 - m1 * (t1 - m1 * t0) / var, (t1 - m1 * t0) / var / h, nearest
-    # Fortran: linear correction only when the x-spread is not tiny
-    if h > 0.0 and var > 0.0 and h * math.sqrt(var) > 0.001 * (n_full - 1):
-        return t0 - m1 * (t1 - m1 * t0) / var, 0.0, nearest
-    return t0, 0.0, nearest
+    value, slope = _fit_from_moments(s0, s1, s2, s3, s4, t0, t1, t2, h, deg, flavor, n_full)
+    return value, slope, nearest
 
+
+@njit(cache=True, inline="always")
+def _eval_counts(n_full, jump, extend):
+    """Loess evaluations over positions 1..n_full: the jump used, the number of
+    evaluations inside, and in all (+2 one-step extrapolations if ``extend``)."""
+    jump = min(jump, max(n_full - 1, 1))
+    n_eval = (n_full - 1) // jump + 1
+    if (n_eval - 1) * jump + 1 != n_full:
+        n_eval += 1
+    return jump, n_eval, n_eval + 2 if extend else n_eval
+
+
+@njit(cache=True, inline="always")
+def _eval_position(e, n_eval, jump, n_full):
+    """1-based position of evaluation ``e`` (0 and ``n_full + 1`` for the extrapolations)."""
+    if e < n_eval:
+        return min(1 + e * jump, n_full)
+    return 0 if e == n_eval else n_full + 1
 
 
 @njit(cache=True, inline="always")
 def _table_position(e, n_eval, jump, n_full, half, window):
-    """Evaluation ``e`` of a tabled (gap-free) loess: its 1-based position ``m`` (0 and
-    ``n_full + 1`` are the one-step extrapolations), the weight-table row, the window's
-    first index, and whether the window is mirrored (right edge)."""
-    if e < n_eval:
-        m = min(1 + e * jump, n_full)
-    else:
-        m = 0 if e == n_eval else n_full + 1
+    """Evaluation ``e`` of a tabled (gap-free) loess: its 1-based position ``m``, the
+    weight-table row, the window's first index, and whether the window is mirrored
+    (right edge)."""
+    m = _eval_position(e, n_eval, jump, n_full)
     if m <= half:
         return m, m, 0, False
     if m <= n_full - half:
         return m, half + 1, m - 1 - half, False
     return m, n_full + 1 - m, n_full - window, True
 
+
+@njit(cache=True, inline="always")
+def _hermite_basis(u):
+    """Cubic Hermite basis at u in [0, 1]: weights of the two values and two slopes
+    (the slopes' weights to be multiplied by the interval length)."""
+    u2 = u * u
+    u3 = u2 * u
+    return 2 * u3 - 3 * u2 + 1, 3 * u2 - 2 * u3, u3 - 2 * u2 + u, u3 - u2
+
+
+@njit(cache=True, fastmath=_FAST)
+def _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride):
+    """stlplus interpolation of a jumped loess: cubic Hermite (values ``fbuf``, slopes
+    ``sbuf``) between the evaluation points whose fit is finite, NaN elsewhere."""
+    for t in range(1, n_full + 1):
+        out[out_off + t * out_stride] = np.nan
+    prev = -1
+    for e in range(n_eval):
+        if not math.isfinite(fbuf[e]):
+            continue
+        m1 = min(1 + e * jump, n_full)
+        out[out_off + m1 * out_stride] = fbuf[e]
+        if prev >= 0:
+            m0 = min(1 + prev * jump, n_full)
+            delta = float(m1 - m0)
+            for t in range(m0 + 1, m1):
+                c0, c1, d0, d1 = _hermite_basis((t - m0) / delta)
+                out[out_off + t * out_stride] = (c0 * fbuf[prev] + c1 * fbuf[e]
+                                                 + d0 * delta * sbuf[prev]
+                                                 + d1 * delta * sbuf[e])
+        prev = e
+
+
 @njit(cache=True, fastmath=_FAST)
 def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg, jump,
            flavor, extend, out, out_off, out_stride, fbuf, sbuf, tab):
     """Loess at positions 1..n_full (and 0, n_full+1 if ``extend``) written to
     ``out[out_off + position * out_stride]``."""
-    jump = min(jump, max(n_full - 1, 1))
-    n_eval = (n_full - 1) // jump + 1
-    if (n_eval - 1) * jump + 1 != n_full:
-        n_eval += 1
-    n_total = n_eval + 2 if extend else n_eval
+    jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
     e_start = 0
     if complete and window <= nv and deg <= 1 and window <= tab.shape[2] and stride == 1:
         # gap-free: fixed linear filters (unweighted) or tabled tricube weights times the
@@ -301,10 +360,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
             e_start += 1
     # one call site of _local_fit (keeps the compiled code, and compile time, small)
     for e in range(e_start, n_total):
-        if e < n_eval:
-            m = min(1 + e * jump, n_full)
-        else:
-            m = 0 if e == n_eval else n_full + 1
+        m = _eval_position(e, n_eval, jump, n_full)
         f, s, nearest = _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete,
                                    n_full, window, deg, m, flavor)
         if flavor == _STATSMODELS and e < n_eval and not math.isfinite(f):
@@ -323,25 +379,8 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
             for t in range(m0, m1):
                 out[out_off + t * out_stride] = fbuf[e] + delta * (t - m0)
         out[out_off + n_full * out_stride] = fbuf[n_eval - 1]
-    else:  # stlplus: cubic Hermite between the eval points whose fit is finite
-        for t in range(1, n_full + 1):
-            out[out_off + t * out_stride] = np.nan
-        prev = -1
-        for e in range(n_eval):
-            if not math.isfinite(fbuf[e]):
-                continue
-            m1 = min(1 + e * jump, n_full)
-            out[out_off + m1 * out_stride] = fbuf[e]
-            if prev >= 0:
-                m0 = min(1 + prev * jump, n_full)
-                delta = float(m1 - m0)
-                for t in range(m0 + 1, m1):
-                    u = (t - m0) / delta
-                    out[out_off + t * out_stride] = (
-                        (2 * u**3 - 3 * u**2 + 1) * fbuf[prev] + (3 * u**2 - 2 * u**3) * fbuf[e]
-                        + (u**3 - 2 * u**2 + u) * delta * sbuf[prev]
-                        + (u**3 - u**2) * delta * sbuf[e])
-            prev = e
+    else:
+        _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride)
     if extend:
         f0 = fbuf[n_eval]
         f1 = fbuf[n_eval + 1]
@@ -410,46 +449,80 @@ def _two_order_statistics(a, n, k_low, k_high):
 
 
 @njit(cache=True)
+def _robustness_scale(resid, nv, n, flavor):
+    """Scale of the bisquare robustness weights from the nv absolute residuals of the
+    valid points in resid[:nv] (reordered): statsmodels 6 x their median, stlplus 3 x
+    the sum of the order statistics at the middle indices of the full length n; -1
+    where stlplus has none (too many missing: every weight 1)."""
+    if flavor == _STLPLUS:
+        mid1 = n // 2 + 1  # indices from the full length n (stlplus quirk)
+        mid2 = n - mid1 + 1
+        if nv < mid1:
+            return -1.0
+        if mid1 == mid2:
+            return 3.0 * _select(resid, nv, mid1 - 1)
+        return 3.0 * _two_order_statistics(resid, nv, mid2 - 1, mid1 - 1)
+    return 3.0 * _two_order_statistics(resid, nv, nv - nv // 2 - 1, nv // 2)  # 6 x median
+
+
+@njit(cache=True, inline="always")
+def _bisquare(r, scale, flavor):
+    """Robustness weight of a valid point with absolute residual r."""
+    if flavor == _STLPLUS:
+        if scale < 0.0:
+            return 1.0
+        if r >= 0.999 * scale:
+            return STLPLUS_ZERO_WEIGHT
+        if r <= 0.001 * scale:
+            return 1.0
+        return (1.0 - (r / scale) ** 2) ** 2
+    if scale == 0.0 or r <= 0.001 * scale:
+        return 1.0
+    if r <= 0.999 * scale:
+        return (1.0 - (r / scale) ** 2) ** 2
+    return 0.0
+
+
+@njit(cache=True)
 def _robustness_weights(y, fit_s, fit_t, valid, n, flavor, rw, resid):
+    """Robustness weights of one series (1 where the value is missing)."""
     nv = 0
     for i in range(n):
         if valid[i]:
             resid[nv] = abs(y[i] - fit_s[i] - fit_t[i])
             nv += 1
+    scale = _robustness_scale(resid, nv, n, flavor)
     for i in range(n):
-        rw[i] = 1.0
-    if flavor == _STLPLUS:
-        mid1 = n // 2 + 1  # indices from the full length n (stlplus quirk)
-        mid2 = n - mid1 + 1
-        if nv < mid1:
-            return  # stlplus: h = NA, every weight 1
-        if mid1 == mid2:
-            h = 3.0 * _select(resid, nv, mid1 - 1)
-        else:
-            h = 3.0 * _two_order_statistics(resid, nv, mid2 - 1, mid1 - 1)
-        for i in range(n):
-            if valid[i]:
-                r = abs(y[i] - fit_s[i] - fit_t[i])
-                if r >= 0.999 * h:
-                    w = 0.0
-                elif r <= 0.001 * h:
-                    w = 1.0
-                else:
-                    w = (1.0 - (r / h) ** 2) ** 2
-                rw[i] = STLPLUS_ZERO_WEIGHT if w == 0.0 else w
-        return
-    cmad = 3.0 * _two_order_statistics(resid, nv, nv - nv // 2 - 1, nv // 2)  # 6 x median
-    if cmad == 0.0:
-        return
-    for i in range(n):
-        if valid[i]:
-            r = abs(y[i] - fit_s[i] - fit_t[i])
-            if r <= 0.001 * cmad:
-                rw[i] = 1.0
-            elif r <= 0.999 * cmad:
-                rw[i] = (1.0 - (r / cmad) ** 2) ** 2
-            else:
-                rw[i] = 0.0
+        rw[i] = _bisquare(abs(y[i] - fit_s[i] - fit_t[i]), scale, flavor) if valid[i] else 1.0
+
+
+@njit(cache=True)
+def _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv, sub_start, sub_nv):
+    """Valid (finite) values of y[:n]: mask, 1-based positions ``xv`` and, per
+    cycle-subseries j, their positions within it (``sub_xv[sub_start[j]:][:sub_nv[j]]``);
+    returns (status, number of valid values)."""
+    nv = np.int64(0)
+    for i in range(n):  # compaction without branches (gaps at random mispredict them)
+        valid[i] = math.isfinite(y[i])
+        xv[nv] = i + 1
+        nv += valid[i]
+    if nv == 0:
+        return _ALL_MISSING, nv
+    if nv < 2 * p:
+        return _TOO_FEW, nv
+    pos = 0
+    for j in range(p):
+        sub_start[j] = pos
+        k = (n - 1 - j) // p + 1
+        for i in range(k):
+            sub_xv[pos] = i + 1
+            pos += valid[i * p + j]
+        sub_nv[j] = pos - sub_start[j]
+        if sub_nv[j] == 0:
+            return _SUB_EMPTY, nv
+        if flavor == _STLPLUS and periodic == 0 and sub_nv[j] < isdeg + 1:
+            return _SUB_SHORT, nv
+    return _OK, nv
 
 
 @njit(cache=True)
@@ -459,33 +532,8 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
     (n, p, ns, nt, nl, isdeg, itdeg, ildeg, nsjump, ntjump, nljump, ni, no, periodic,
      flavor) = (prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6], prm[7], prm[8],
                 prm[9], prm[10], prm[11], prm[12], prm[13], prm[14])
-    nv = np.int64(0)
-    for i in range(n):
-        valid[i] = math.isfinite(y[i])
-        if valid[i]:
-            xv[nv] = i + 1
-            nv += 1
-    status = _OK
-    if nv == 0:
-        status = _ALL_MISSING
-    elif nv < 2 * p:
-        status = _TOO_FEW
-    else:
-        pos = 0
-        for j in range(p):
-            sub_start[j] = pos
-            k = (n - 1 - j) // p + 1
-            for i in range(k):
-                if valid[i * p + j]:
-                    sub_xv[pos] = i + 1
-                    pos += 1
-            sub_nv[j] = pos - sub_start[j]
-            if sub_nv[j] == 0:
-                status = _SUB_EMPTY
-                break
-            if flavor == _STLPLUS and periodic == 0 and sub_nv[j] < isdeg + 1:
-                status = _SUB_SHORT
-                break
+    status, nv = _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv,
+                                  sub_start, sub_nv)
     if status != _OK:
         for i in range(n):
             seasonal[i] = trend[i] = rw[i] = np.nan
@@ -554,28 +602,90 @@ def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, su
     return _OK
 
 
-# Gap-free series of the statsmodels flavour are decomposed up to BLOCK at a time, stored
-# as (time, series) so that every loop over the block is a SIMD loop across series: they
-# share the loess tables, and each evaluation applies one kernel row to all of them. The
-# width is a run-time value (a constant trip count would be unrolled, not vectorised) and
-# large enough to amortise the vectoriser's run-time aliasing checks.
+# Series (non-periodic fits) are decomposed up to BLOCK at a time, stored as (time, series)
+# so that every loop over the block is a SIMD loop across series, the block's lanes. A
+# block of gap-free series (degrees <= 1, windows tabled) shares the loess tables: each
+# evaluation applies one kernel row to all lanes (``_block_loess``). Any other block
+# (gaps, degree 2, untabled windows) weighs each lane's points with its own valid mask
+# and neighbourhood (``_block_loess_masked``). The width is a run-time
+# value (a constant trip count would be unrolled, not vectorised) and large enough to
+# amortise the vectoriser's run-time aliasing checks.
 BLOCK = 32
+# A block holds about 16 arrays of (T, BLOCK) float64 per thread: longer series than
+# this budget allows go one by one (the A-like case of benchmarks/stl.py, T = 2^19).
+BLOCK_MAX_BYTES = 256 << 20
 
 
 @njit(cache=True, fastmath=_FAST)
-def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, extend, out,
-                 out_row0, fbuf, acc, tab):
-    """``_loess`` (statsmodels flavour, tabled gap-free window, degree <= 1) of the BLOCK
-    columns of ``vals``: position t at row ``row0 + (t - 1) * stride``, its fit written to
-    row ``out_row0 + t * stride`` of ``out`` (t = 0 and n_full + 1 too if ``extend``)."""
+def _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride,
+                  acc):
+    """The tail of ``_loess`` for BLOCK lanes: fits ``fbuf`` (slopes ``sbuf``) of the
+    evaluations interpolated to rows ``out_row0 + t * stride`` of ``out``, t = 1..n_full,
+    and the extrapolated ends (t = 0, n_full + 1) if ``extend``."""
+    width = fbuf.shape[1]
+    if jump == 1:
+        for e in range(n_full):
+            for b in range(width):
+                out[out_row0 + (e + 1) * stride, b] = fbuf[e, b]
+    elif flavor == _STATSMODELS:  # linear interpolation
+        for e in range(n_eval - 1):
+            m0 = 1 + e * jump
+            m1 = min(m0 + jump, n_full)
+            for b in range(width):
+                acc[0, b] = (fbuf[e + 1, b] - fbuf[e, b]) / (m1 - m0)
+            for t in range(m0, m1):
+                for b in range(width):
+                    out[out_row0 + t * stride, b] = fbuf[e, b] + acc[0, b] * (t - m0)
+        for b in range(width):
+            out[out_row0 + n_full * stride, b] = fbuf[n_eval - 1, b]
+    else:
+        finite = True
+        for e in range(n_eval):
+            for b in range(width):
+                finite &= np.isfinite(fbuf[e, b])
+        if finite:  # every fit succeeded: the Hermite cubics in row order
+            for e in range(n_eval - 1):
+                m0 = 1 + e * jump
+                m1 = min(m0 + jump, n_full)
+                delta = float(m1 - m0)
+                for b in range(width):
+                    out[out_row0 + m0 * stride, b] = fbuf[e, b]
+                for t in range(m0 + 1, m1):
+                    c0, c1, d0, d1 = _hermite_basis((t - m0) / delta)
+                    for b in range(width):
+                        out[out_row0 + t * stride, b] = (
+                            c0 * fbuf[e, b] + c1 * fbuf[e + 1, b] + d0 * delta * sbuf[e, b]
+                            + d1 * delta * sbuf[e + 1, b])
+            for b in range(width):
+                out[out_row0 + n_full * stride, b] = fbuf[n_eval - 1, b]
+        else:  # lane by lane, skipping the failed fits
+            for b in range(width):
+                _hermite(fbuf[:, b], sbuf[:, b], n_eval, jump, n_full, out[:, b], out_row0,
+                         stride)
+    if extend:
+        for b in range(width):
+            f0 = fbuf[n_eval, b]
+            f1 = fbuf[n_eval + 1, b]
+            if flavor == _STATSMODELS:
+                if not np.isfinite(f0):
+                    f0 = out[out_row0 + stride, b]
+                if not np.isfinite(f1):
+                    f1 = out[out_row0 + n_full * stride, b]
+            out[out_row0, b] = f0
+            out[out_row0 + (n_full + 1) * stride, b] = f1
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, extend, flavor, out,
+                 out_row0, fbuf, sbuf, acc, tab):
+    """``_loess`` (tabled gap-free window, degree <= 1) of the BLOCK columns of ``vals``:
+    position t at row ``row0 + (t - 1) * stride``, its fit written to row
+    ``out_row0 + t * stride`` of ``out`` (t = 0 and n_full + 1 too if ``extend``)."""
     width = vals.shape[1]  # a run-time trip count: LLVM vectorises these loops
-    jump = min(jump, max(n_full - 1, 1))
-    n_eval = (n_full - 1) // jump + 1
-    if (n_eval - 1) * jump + 1 != n_full:
-        n_eval += 1
-    n_total = n_eval + 2 if extend else n_eval
+    jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
     half = (window - 1) // 2
     threshold = 0.001 * (n_full - 1)
+    stlplus = flavor == _STLPLUS
     for e in range(n_total):
         m, row, lo, mirror = _table_position(e, n_eval, jump, n_full, half, window)
         for a in range(5):
@@ -599,57 +709,160 @@ def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, exten
             h = tab[_SCALARS, row, 0]
             nearest = row0 + min(max(m - 1, 0), n_full - 1) * stride
             for b in range(width):
-                s0 = acc[0, b]
-                if s0 > 0.0:
-                    t0 = acc[3, b] / s0
-                    value = t0
-                    if deg == 1:
-                        m1 = acc[1, b] / s0
-                        var = acc[2, b] / s0 - m1 * m1
-                        t1 = acc[4, b] / s0
-                        if var > 0.0 and h * np.sqrt(var) > threshold:
-                            value = t0 - m1 * (t1 - m1 * t0) / var
-                elif e < n_eval:  # no weight: the nearest value (statsmodels)
-                    value = vals[nearest, b]
-                else:
-                    value = np.nan
+                value, slope = _fit_from_moments(acc[0, b], acc[1, b], acc[2, b], 0.0, 0.0,
+                                                 acc[3, b], acc[4, b], 0.0, h, deg, flavor,
+                                                 n_full)
+                if not stlplus and e < n_eval and not math.isfinite(value):
+                    value = vals[nearest, b]  # no weight: the nearest value (statsmodels)
                 fbuf[e, b] = value
-        else:  # a fixed linear filter
+                sbuf[e, b] = slope
+        else:  # fixed linear filters: the fit, and the slope for stlplus' interpolation
             kind = _VALUE
-            if deg == 0 or not tab[_SCALARS, row, 1] > threshold:
+            if deg == 0 or not (stlplus or tab[_SCALARS, row, 1] > threshold):
                 kind = _MEAN
             for i in range(window):
                 c = tab[kind, row, window - 1 - i] if mirror else tab[kind, row, i]
                 r = row0 + (lo + i) * stride
                 for b in range(width):
                     acc[0, b] += c * vals[r, b]
+            if stlplus and jump > 1:
+                for i in range(window):
+                    c = -tab[_SLOPE, row, window - 1 - i] if mirror else tab[_SLOPE, row, i]
+                    r = row0 + (lo + i) * stride
+                    for b in range(width):
+                        acc[1, b] += c * vals[r, b]
             for b in range(width):
                 fbuf[e, b] = acc[0, b]
-    if jump == 1:
-        for e in range(n_full):
+                sbuf[e, b] = acc[1, b]
+    _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride, acc)
+
+
+@njit(cache=True)
+def _lane_neighbourhoods(xv, xstart, nv, n_full, window, jump, extend, flavor, lane, nb_h,
+                         nb_span, e0):
+    """Neighbourhoods of the evaluations of a loess over one lane's valid positions
+    xv[xstart:xstart + nv] (1-based, increasing, within 1..n_full), written to row e0 + e
+    (evaluation e): the radius h of the q = min(window, nv) nearest valid points (widened
+    as in ``_local_fit`` when window > nv) in column ``lane``; ``nb_span[e0 + e]`` (first,
+    last position) grows to cover the lane's window. The evaluation points increase and
+    so does the window start: a pointer moved forward, O(nv + evaluations) per lane, that
+    gives ``_neighbourhood``'s windows without a search per point. Which of two points
+    at the same distance is taken does not matter: both are at distance h, weight 0."""
+    jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
+    q = min(window, nv)
+    widen = 0.0
+    if window > nv:
+        widen = (window - nv) / 2.0 if flavor == _STLPLUS else float((window - nv) // 2)
+    lo = 0  # the q nearest are xv[xstart + lo:][:q]
+    for e in range(n_total):
+        m = _eval_position(e, n_eval, jump, n_full)
+        if e == n_eval:  # m = 0, then n_full + 1
+            lo = 0
+        # slide while the point after the window is strictly nearer than its first one
+        while lo + q < nv and m - xv[xstart + lo] > xv[xstart + lo + q] - m:
+            lo += 1
+        x_lo, x_hi = xv[xstart + lo], xv[xstart + lo + q - 1]
+        nb_h[e0 + e, lane] = max(m - x_lo, x_hi - m) + widen
+        nb_span[e0 + e, 0] = min(nb_span[e0 + e, 0], x_lo)
+        nb_span[e0 + e, 1] = max(nb_span[e0 + e, 1], x_hi)
+
+
+@njit(cache=True)
+def _nearest_valid(mask, lane, m, n_full, row0, stride):
+    """Block row of the valid position (1..n_full, ``mask`` > 0 in column ``lane``)
+    nearest to m, the left one of two at the same distance (``_neighbourhood``'s)."""
+    for d in range(n_full + 1):
+        if 1 <= m - d <= n_full and mask[row0 + (m - d - 1) * stride, lane] > 0.0:
+            return row0 + (m - d - 1) * stride
+        if 1 <= m + d <= n_full and mask[row0 + (m + d - 1) * stride, lane] > 0.0:
+            return row0 + (m + d - 1) * stride
+    return row0  # no valid position: a lane whose status is not OK
+
+
+# Moments accumulated by _block_loess_masked (rows of acc), then its per-lane constants.
+_S0, _S1, _S2, _T0, _T1, _S3, _S4, _T2, _INV_H, _CUT, _FULL = range(11)
+
+
+@njit(cache=True, inline="always")
+def _masked_weight(r, inv_h, cut, full, w):
+    """Tricube weight of a point at distance r (0 beyond ``cut``, 1 up to ``full``)
+    times its mask/robustness weight ``w`` (selects, so the lane loop stays SIMD)."""
+    c = r * inv_h
+    c = 1.0 - c * c * c
+    wt = c * c * c if r <= cut else 0.0
+    return (1.0 if r <= full else wt) * w
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _block_loess_masked(vals, mask, wmask, row0, stride, n_full, deg, jump, extend, flavor, out,
+                        out_row0, nb_h, nb_span, e0, fbuf, sbuf, acc):
+    """``_loess`` of the BLOCK lanes of ``vals`` (rows and positions as ``_block_loess``),
+    each lane with its own gaps: a point weighs ``wmask`` (0 where missing, else its
+    robustness weight; ``mask``: 0/1 valid) times the tricube of its lane's
+    neighbourhood, found beforehand by ``_lane_neighbourhoods`` (row e0 + e). Every evaluation runs over the union of the
+    lanes' windows; the weighted moments are sums over those rows for all lanes at once."""
+    width = vals.shape[1]
+    jump, n_eval, n_total = _eval_counts(n_full, jump, extend)
+    stlplus = flavor == _STLPLUS
+    for e in range(n_total):
+        m = _eval_position(e, n_eval, jump, n_full)
+        k = e0 + e
+        for a in range(_INV_H):
             for b in range(width):
-                out[out_row0 + (e + 1) * stride, b] = fbuf[e, b]
-    else:  # linear interpolation
-        for e in range(n_eval - 1):
-            m0 = 1 + e * jump
-            m1 = min(m0 + jump, n_full)
-            for b in range(width):
-                acc[0, b] = (fbuf[e + 1, b] - fbuf[e, b]) / (m1 - m0)
-            for t in range(m0, m1):
+                acc[a, b] = 0.0
+        for b in range(width):
+            h = nb_h[k, b]
+            acc[_INV_H, b] = 1.0 / h
+            # stlplus: weight 0 at r >= h, i.e. r > h - 1/2 (r integer, h a multiple of
+            # 1/2); Fortran: 0 at r > 0.999h, 1 at r <= 0.001h
+            acc[_CUT, b] = h - 0.5 if stlplus else 0.999 * h
+            acc[_FULL, b] = -1.0 if stlplus else 0.001 * h
+        for t in range(nb_span[k, 0], nb_span[k, 1] + 1):
+            row = row0 + (t - 1) * stride
+            d = float(t - m)
+            r = abs(d)
+            if deg <= 1:  # in the unscaled offset d: rescaled below
                 for b in range(width):
-                    out[out_row0 + t * stride, b] = fbuf[e, b] + acc[0, b] * (t - m0)
+                    wt = _masked_weight(r, acc[_INV_H, b], acc[_CUT, b], acc[_FULL, b],
+                                        wmask[row, b])
+                    wd = wt * d
+                    yv = vals[row, b]
+                    acc[_S0, b] += wt
+                    acc[_S1, b] += wd
+                    acc[_S2, b] += wd * d
+                    acc[_T0, b] += wt * yv
+                    acc[_T1, b] += wd * yv
+            else:  # in the scaled offset v = d / h (unscaled fourth moments lose digits)
+                for b in range(width):
+                    inv_h = acc[_INV_H, b]
+                    wt = _masked_weight(r, inv_h, acc[_CUT, b], acc[_FULL, b], wmask[row, b])
+                    v = d * inv_h
+                    wv = wt * v
+                    wv2 = wv * v
+                    yv = vals[row, b]
+                    acc[_S0, b] += wt
+                    acc[_S1, b] += wv
+                    acc[_S2, b] += wv2
+                    acc[_S3, b] += wv2 * v
+                    acc[_S4, b] += wv2 * v * v
+                    acc[_T0, b] += wt * yv
+                    acc[_T1, b] += wv * yv
+                    acc[_T2, b] += wv2 * yv
+        if deg <= 1:  # to the scaled offsets v = d / h
+            for b in range(width):
+                acc[_S1, b] *= acc[_INV_H, b]
+                acc[_T1, b] *= acc[_INV_H, b]
+                acc[_S2, b] *= acc[_INV_H, b] * acc[_INV_H, b]
         for b in range(width):
-            out[out_row0 + n_full * stride, b] = fbuf[n_eval - 1, b]
-    if extend:
-        for b in range(width):
-            f0 = fbuf[n_eval, b]
-            f1 = fbuf[n_eval + 1, b]
-            if not np.isfinite(f0):
-                f0 = out[out_row0 + stride, b]
-            if not np.isfinite(f1):
-                f1 = out[out_row0 + n_full * stride, b]
-            out[out_row0, b] = f0
-            out[out_row0 + (n_full + 1) * stride, b] = f1
+            value, slope = _fit_from_moments(
+                acc[_S0, b], acc[_S1, b], acc[_S2, b], acc[_S3, b], acc[_S4, b], acc[_T0, b],
+                acc[_T1, b], acc[_T2, b], nb_h[k, b], deg, flavor, n_full)
+            if not stlplus and e < n_eval and not math.isfinite(value):
+                # no weight: the nearest value (statsmodels)
+                value = vals[_nearest_valid(mask, b, m, n_full, row0, stride), b]
+            fbuf[e, b] = value
+            sbuf[e, b] = slope
+    _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride, acc)
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -670,17 +883,117 @@ def _block_moving_average(x, n, length, ave, acc):
 
 
 @njit(cache=True)
-def _decompose_block(y, prm, seasonal, trend, rw, status, work_d, cycle, ma1, ma2, low,
-                     fbuf, acc, resid, tables):
-    """``_decompose_one`` of BLOCK gap-free series (columns of y), statsmodels flavour."""
+def _neighbourhood_rows(prm):
+    """Rows of the per-evaluation neighbourhood arrays of a masked block: the seasonal
+    evaluations (all cycle-subseries, with their extrapolations), then the trend's, then
+    the low-pass'."""
+    n, p = prm[0], prm[1]
+    rows = 0
+    for j in range(p):
+        rows += _eval_counts((n - 1 - j) // p + 1, prm[8], True)[2]
+    return rows, _eval_counts(n, prm[9], False)[2], _eval_counts(n, prm[10], False)[2]
+
+
+@njit(cache=True)
+def _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, nb_span,
+                  valid, xv, sub_xv, sub_start, sub_nv):
+    """Per lane of the block y (NaN where missing; lane b is the series row
+    ``data[lanes[b]]``): status, 0/1 valid ``mask``, missing values set to 0 in y; if
+    ``masked``, the neighbourhoods of every seasonal and trend evaluation, and of the
+    low-pass' if ``low_masked`` (a lane whose status is not OK gets a dummy one and no
+    share of the spans)."""
+    n, p, ns, nt, nl = prm[0], prm[1], prm[2], prm[3], prm[4]
+    isdeg, nsjump, ntjump, nljump, flavor = prm[5], prm[8], prm[9], prm[10], prm[14]
+    width = y.shape[1]
+    n_seasonal, n_trend, n_low = _neighbourhood_rows(prm)
+    yes, no_ = np.bool_(True), np.bool_(False)
+    if masked:
+        for k in range(n_seasonal + n_trend + n_low):
+            nb_span[k, 0] = n + 2  # empty until a lane's window widens it
+            nb_span[k, 1] = -1
+            for b in range(width):
+                nb_h[k, b] = 1.0
+        if low_masked and flavor == _STATSMODELS:  # the low-pass: all dates, unweighted
+            for i in range(n):
+                xv[i] = i + 1
+            for b in range(width):
+                _lane_neighbourhoods(xv, 0, n, n, nl, nljump, no_, flavor, b, nb_h, nb_span,
+                                     n_seasonal + n_trend)
+    for b in range(width):
+        status[b], nv = _valid_positions(data[lanes[b]], n, p, isdeg, 0, flavor, valid, xv,
+                                         sub_xv, sub_start, sub_nv)
+        if not masked or status[b] != _OK:
+            continue
+        e0 = 0
+        for j in range(p):
+            k = (n - 1 - j) // p + 1
+            _lane_neighbourhoods(sub_xv, sub_start[j], sub_nv[j], k, ns, nsjump, yes, flavor,
+                                 b, nb_h, nb_span, e0)
+            e0 += _eval_counts(k, nsjump, True)[2]
+        _lane_neighbourhoods(xv, 0, nv, n, nt, ntjump, no_, flavor, b, nb_h, nb_span, e0)
+        if low_masked and flavor == _STLPLUS:  # stlplus' low-pass: valid dates only
+            _lane_neighbourhoods(xv, 0, nv, n, nl, nljump, no_, flavor, b, nb_h, nb_span,
+                                 e0 + n_trend)
+    for i in range(n):
+        for b in range(width):
+            ok = np.isfinite(y[i, b])
+            mask[i, b] = 1.0 if ok and status[b] == _OK else 0.0
+            y[i, b] = y[i, b] if ok else 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, resid,
+                              lane_resid, counts, scale):
+    """``_robustness_weights`` of the BLOCK lanes: residuals and weights in row order
+    (SIMD across lanes), each lane's valid residuals gathered into a row of
+    ``lane_resid`` for its scale."""
+    width = y.shape[1]
+    for b in range(width):
+        counts[b] = 0
+    for i in range(n):
+        for b in range(width):
+            resid[i, b] = abs(y[i, b] - seasonal[i, b] - trend[i, b])
+        for b in range(width):
+            if mask[i, b] > 0.0:
+                lane_resid[b, counts[b]] = resid[i, b]
+                counts[b] += 1
+    for b in range(width):
+        scale[b] = _robustness_scale(lane_resid[b], counts[b], n, flavor)
+    for i in range(n):
+        for b in range(width):
+            w = _bisquare(resid[i, b], scale[b], flavor)
+            rw[i, b] = w if mask[i, b] > 0.0 else 1.0
+            wmask[i, b] = mask[i, b] * w
+
+
+@njit(cache=True)
+def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask,
+                     wmask, ones, work_d, cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_span, lane_resid, counts, valid, xv, sub_xv, sub_start, sub_nv,
+                     tables):
+    """``_decompose_one`` of the BLOCK series ``data[lanes]``, copied to the columns of y
+    (non-periodic fits).
+    ``tabled``: the loess tables cover every window (degrees <= 1), used if the block
+    has no gap; otherwise every loess is ``_block_loess_masked``, except the statsmodels
+    low-pass (all dates, so gap-free) where ``low_tabled``."""
     n, p, ns, nt, nl = prm[0], prm[1], prm[2], prm[3], prm[4]
     isdeg, itdeg, ildeg, nsjump, ntjump, nljump = prm[5], prm[6], prm[7], prm[8], prm[9], prm[10]
-    ni, no = prm[11], prm[12]
+    ni, no, flavor = prm[11], prm[12], prm[14]
     width = y.shape[1]
+    masked = not tabled
+    for i in range(n):
+        for b in range(width):
+            if not np.isfinite(y[i, b]):
+                masked = True
+    low_masked = not low_tabled or flavor == _STLPLUS  # stlplus' low-pass skips the gaps
+    _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, nb_span,
+                  valid, xv, sub_xv, sub_start, sub_nv)
+    n_seasonal, n_trend, _ = _neighbourhood_rows(prm)
     for i in range(n):
         for b in range(width):
             trend[i, b] = 0.0
             rw[i, b] = 1.0
+            wmask[i, b] = mask[i, b]
+            ones[i, b] = 1.0
     # constants as plain (non-literal) values: one compiled specialisation per callee
     zero, one, three, minus_one = np.int64(0), np.int64(1), np.int64(3), np.int64(-1)
     yes, no_ = np.bool_(True), np.bool_(False)
@@ -691,53 +1004,70 @@ def _decompose_block(y, prm, seasonal, trend, rw, status, work_d, cycle, ma1, ma
             for i in range(n):
                 for b in range(width):
                     work_d[i, b] = y[i, b] - trend[i, b]
+            e0 = 0
             for j in range(p):
-                _block_loess(work_d, rw, use_w, j, p, (n - 1 - j) // p + 1, ns, isdeg, nsjump,
-                             yes, cycle, j, fbuf, acc, tables[0])
+                k = (n - 1 - j) // p + 1
+                if masked:
+                    _block_loess_masked(work_d, mask, wmask, j, p, k, isdeg, nsjump, yes, flavor,
+                                        cycle, j, nb_h, nb_span, e0, fbuf, sbuf, acc)
+                    e0 += _eval_counts(k, nsjump, True)[2]
+                else:
+                    _block_loess(work_d, rw, use_w, j, p, k, ns, isdeg, nsjump, yes, flavor,
+                                 cycle, j, fbuf, sbuf, acc, tables[0])
             _block_moving_average(cycle, n + 2 * p, p, ma1, acc)
             _block_moving_average(ma1, n + p + 1, p, ma2, acc)
             _block_moving_average(ma2, n + 2, three, work_d, acc)
-            _block_loess(work_d, rw, no_, zero, one, n, nl, ildeg, nljump, no_, low, minus_one,
-                         fbuf, acc, tables[2])
+            if low_tabled and flavor == _STATSMODELS:  # all dates, unweighted
+                _block_loess(work_d, rw, no_, zero, one, n, nl, ildeg, nljump, no_, flavor, low,
+                             minus_one, fbuf, sbuf, acc, tables[2])
+            elif not masked:  # stlplus without gaps: robustness-weighted
+                _block_loess(work_d, rw, use_w, zero, one, n, nl, ildeg, nljump, no_, flavor,
+                             low, minus_one, fbuf, sbuf, acc, tables[2])
+            elif flavor == _STLPLUS:  # valid dates only, robustness-weighted
+                _block_loess_masked(work_d, mask, wmask, zero, one, n, ildeg, nljump, no_, flavor,
+                                    low, minus_one, nb_h, nb_span, n_seasonal + n_trend, fbuf,
+                                    sbuf, acc)
+            else:  # all dates, unweighted, untabled window
+                _block_loess_masked(work_d, ones, ones, zero, one, n, ildeg, nljump, no_, flavor,
+                                    low, minus_one, nb_h, nb_span, n_seasonal + n_trend, fbuf,
+                                    sbuf, acc)
             for i in range(n):
                 for b in range(width):
                     seasonal[i, b] = cycle[p + i, b] - low[i, b]
                     work_d[i, b] = y[i, b] - seasonal[i, b]
-            _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, trend, minus_one,
-                         fbuf, acc, tables[1])
-        if no > 0 and pass_index < n_passes - 1:
-            for b in range(width):  # statsmodels robustness weights, per series
-                for i in range(n):
-                    resid[i] = abs(y[i, b] - seasonal[i, b] - trend[i, b])
-                cmad = 3.0 * _two_order_statistics(resid, n, n - n // 2 - 1, n // 2)
-                for i in range(n):
-                    r = abs(y[i, b] - seasonal[i, b] - trend[i, b])
-                    if cmad == 0.0 or r <= 0.001 * cmad:
-                        rw[i, b] = 1.0
-                    elif r <= 0.999 * cmad:
-                        rw[i, b] = (1.0 - (r / cmad) ** 2) ** 2
-                    else:
-                        rw[i, b] = 0.0
+            if masked:
+                _block_loess_masked(work_d, mask, wmask, zero, one, n, itdeg, ntjump, no_, flavor,
+                                    trend, minus_one, nb_h, nb_span, n_seasonal, fbuf, sbuf,
+                                    acc)
+            else:
+                _block_loess(work_d, rw, use_w, zero, one, n, nt, itdeg, ntjump, no_, flavor,
+                             trend, minus_one, fbuf, sbuf, acc, tables[1])
+        if no > 0 and (flavor == _STLPLUS or pass_index < n_passes - 1):
+            _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, ma2,
+                                      lane_resid, counts, fbuf[0])
             use_w = yes
-    for b in range(width):
-        status[b] = _OK
-        for i in range(n):
-            if not (np.isfinite(seasonal[i, b]) and np.isfinite(trend[i, b])):
+    for i in range(n):
+        for b in range(width):
+            if status[b] == _OK and not (np.isfinite(seasonal[i, b])
+                                         and np.isfinite(trend[i, b])):
                 status[b] = _FIT_FAILED
-                for t in range(n):
-                    seasonal[t, b] = trend[t, b] = rw[t, b] = np.nan
-                break
+    for i in range(n):
+        for b in range(width):
+            if status[b] != _OK:
+                seasonal[i, b] = trend[i, b] = rw[i, b] = np.nan
 
 
 @njit(parallel=True, cache=True)
-def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables, order,
-                     n_blocked):
-    """STL of series ``order[k]``: the first ``n_blocked`` (gap-free, block-eligible) BLOCK
-    at a time, the others one by one."""
+def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables, tabled,
+                     low_tabled, order, n_blocked):
+    """STL of series ``order[k]``: the first ``n_blocked`` BLOCK at a time, the others
+    (periodic fits, very long series) one by one."""
     n_series, n = data.shape
     p = prm[1]
     n_blocks = (n_blocked + BLOCK - 1) // BLOCK
     n_single = n_series - n_blocked
+    n_seasonal, n_trend, n_low = _neighbourhood_rows(prm)
+    n_nb = n_seasonal + n_trend + n_low
     for c in prange(n_chunks):
         valid = np.empty(n, dtype=np.bool_)
         xv = np.empty(n, dtype=np.int64)
@@ -765,26 +1095,36 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tabl
                 trend_b = np.empty((n, width))
                 rw_b = np.empty((n, width))
                 status_b = np.empty(width, dtype=np.int64)
+                mask_b = np.empty((n, width))
+                wmask_b = np.empty((n, width))
+                ones_b = np.empty((n, width))
                 work_b = np.empty((n + 2, width))
                 cycle_b = np.empty((n + 2 * p, width))
                 ma1_b = np.empty((n + p + 1, width))
                 ma2_b = np.empty((n + 2, width))
                 low_b = np.empty((n, width))
                 fbuf_b = np.empty((n + 2, width))
-                acc = np.empty((5, width))
+                sbuf_b = np.empty((n + 2, width))
+                acc = np.empty((_FULL + 1, width))
+                lane_resid = np.empty((width, n))
+                counts = np.empty(width, dtype=np.int64)
+                nb_h = np.empty((n_nb, width))
+                nb_span = np.empty((n_nb, 2), dtype=np.int64)
+            lanes = order[block * BLOCK:block * BLOCK + width]
+            for i in range(n):  # transposes: one pass over the rows, BLOCK streams
+                for b in range(width):
+                    y_b[i, b] = data[lanes[b], i]
+            _decompose_block(data, lanes, y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
+                             status_b, mask_b, wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b,
+                             low_b, fbuf_b, sbuf_b, acc, nb_h, nb_span, lane_resid,
+                             counts, valid, xv, sub_xv, sub_start, sub_nv, tables)
             for b in range(width):
-                s = order[block * BLOCK + b]
-                for i in range(n):
-                    y_b[i, b] = data[s, i]
-            _decompose_block(y_b, prm, seasonal_b, trend_b, rw_b, status_b, work_b, cycle_b,
-                             ma1_b, ma2_b, low_b, fbuf_b, acc, resid, tables)
-            for b in range(width):
-                s = order[block * BLOCK + b]
-                status[s] = status_b[b]
-                for i in range(n):
-                    seasonal[s, i] = seasonal_b[i, b]
-                    trend[s, i] = trend_b[i, b]
-                    weights[s, i] = rw_b[i, b]
+                status[lanes[b]] = status_b[b]
+            for i in range(n):
+                for b in range(width):
+                    seasonal[lanes[b], i] = seasonal_b[i, b]
+                    trend[lanes[b], i] = trend_b[i, b]
+                    weights[lanes[b], i] = rw_b[i, b]
         start = n_blocked + c * n_single // n_chunks
         stop = n_blocked + (c + 1) * n_single // n_chunks
         for k in range(start, stop):
@@ -807,14 +1147,17 @@ def _tables(codes):
     return tables
 
 
-def _block_eligible(codes, tables):
-    """Whether gap-free series can take the block path: statsmodels flavour, not
-    periodic, degrees <= 1 and every window tabled, non-singular and no longer than the
-    (shortest cycle-sub)series."""
+def _tables_cover(codes, tables, loesses=(0, 1, 2)):
+    """Whether the loess tables serve the ``loesses`` (0 seasonal, 1 trend, 2 low-pass)
+    of a gap-free series: not periodic, degrees <= 1 and windows tabled, non-singular
+    and no longer than the (shortest cycle-sub)series."""
     n, period = codes[0], codes[1]
-    if codes[14] != _STATSMODELS or codes[13] or max(codes[5:8]) > 1:
+    if codes[13]:
         return False
-    for index, (window, deg) in enumerate(zip(codes[2:5], codes[5:8])):
+    for index in loesses:
+        window, deg = codes[2 + index], codes[5 + index]
+        if deg > 1:
+            return False
         length = n // period if index == 0 else n
         if window > min(length, TABLE_MAX_WINDOW) or window < 1:
             return False
@@ -843,13 +1186,19 @@ def decompose(data, prm: StlParams):
     if n_series:
         data = np.ascontiguousarray(data, dtype=np.float64)
         tables = _tables(codes)
+        tabled = _tables_cover(codes, tables)
+        low_tabled = _tables_cover(codes, tables, (2,))
         order = np.arange(n_series)
         n_blocked = 0
-        if _block_eligible(codes, tables):
-            gap_free = np.isfinite(data).all(axis=1)
-            order = np.concatenate([np.flatnonzero(gap_free), np.flatnonzero(~gap_free)])
-            n_blocked = int(gap_free.sum())
+        if not codes[13] and 16 * n * BLOCK * 8 <= BLOCK_MAX_BYTES:  # else one by one
+            # gap-free series first (tabled blocks), then by decreasing number of valid
+            # values, so that a block's lanes have alike neighbourhoods
+            n_valid = np.isfinite(data).sum(axis=1)
+            order = np.argsort(-n_valid, kind="stable")
+            n_blocked = n_series
         n_chunks = min(n_series, 8 * numba.get_num_threads())
-        _decompose_batch(data, codes, seasonal, trend, weights, status, n_chunks, tables, order,
-                         n_blocked)
+        if n_blocked:  # a chunk allocates its block's arrays once: few, large chunks
+            n_chunks = min((n_series + BLOCK - 1) // BLOCK, numba.get_num_threads())
+        _decompose_batch(data, codes, seasonal, trend, weights, status, n_chunks, tables,
+                         tabled, low_tabled, order, n_blocked)
     return seasonal, trend, weights, status
