@@ -23,7 +23,8 @@ from numba import njit, prange
 from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, recursive_residual,
                               rss_triangle)
 from ._cpu_series import compact_valid, load_tile
-from .history import ALIAS_PIVOT_TOL, ROC_LAMBDA_05
+from .history import ROC_LAMBDA_05
+from .ols import ALIAS_PIVOT_TOL
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
 

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from . import bai_perron
-from .ols import ALIAS_PIVOT_TOL, solve_in_order  # noqa: F401 (ALIAS_PIVOT_TOL: the cpu engine's)
+from .ols import solve_in_order
 from .plan import PERFECT_FIT_RTOL
 
 HISTORY_METHODS = ("all", "ROC", "BP")
