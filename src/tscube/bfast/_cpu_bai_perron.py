@@ -161,14 +161,17 @@ _SURELY_FULL_PIVOT = 1e-8
 
 
 @njit(cache=True)
-def _surely_full_rank(S, i, k, L):
+def _cholesky_of_sums(S, i, j, k, min_pivot, L):
+    """Cholesky factor ``L`` of the Gram of compacted rows ``i..j-1`` (the difference of
+    the prefix sums ``S``); False, unfinished, as soon as an equilibrated pivot (``1 - R^2``
+    of a column on the ones before it) falls below ``min_pivot``."""
     for a in range(k):
         for b in range(a + 1):
-            s = S[i + k, a, b] - S[i, a, b]
+            s = S[j, a, b] - S[i, a, b]
             for m in range(b):
                 s -= L[a, m] * L[b, m]
             if a == b:
-                if not s >= _SURELY_FULL_PIVOT * (S[i + k, a, a] - S[i, a, a]):
+                if not s >= min_pivot * (S[j, a, a] - S[i, a, a]):
                     return False
                 L[a, a] = math.sqrt(s)
             else:
@@ -182,7 +185,7 @@ def first_rows_full_rank(X, rows, i, Q, S, L):
     at once when the Cholesky factor of their Gram from the prefix sums ``S`` is far from
     singular, else by modified Gram–Schmidt, twice, on the columns in order."""
     k = X.shape[1]
-    if _surely_full_rank(S, i, k, L):
+    if _cholesky_of_sums(S, i, i + k, k, _SURELY_FULL_PIVOT, L):
         return True
     for j in range(k):
         norm = 0.0
@@ -238,17 +241,8 @@ def _fit_from_sums(S, U, YY, mean, i, j, beta, P, L):
     coefficients and the inverse Gram in ``beta``, ``P``; returns the RSS, or -1 if the
     Gram is too ill-conditioned for that (:data:`_SUMS_MIN_PIVOT`)."""
     k = beta.shape[0]
-    for a in range(k):
-        for b in range(a + 1):
-            s = S[j, a, b] - S[i, a, b]
-            for m in range(b):
-                s -= L[a, m] * L[b, m]
-            if a == b:
-                if not s >= _SUMS_MIN_PIVOT * (S[j, a, a] - S[i, a, a]):
-                    return -1.0
-                L[a, a] = math.sqrt(s)
-            else:
-                L[a, b] = s / L[b, b]
+    if not _cholesky_of_sums(S, i, j, k, _SUMS_MIN_PIVOT, L):
+        return -1.0
     # L^{-1} into P's lower triangle, column by column
     for c in range(k):
         for a in range(k):

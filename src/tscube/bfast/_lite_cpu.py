@@ -36,7 +36,8 @@ def _interp(x, xp, fp):
 
 
 @njit(cache=True)
-def _pretest_pvalue(X, rows, y, n, h, Q, R, idx, beta, P, e, table, table_h, table_p):
+def _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, P, e, table, table_h, table_p):
+    """R's OLS-MOSUM pre-test p-value over window ``nh`` = floor(n * fraction)."""
     k = X.shape[1]
     nk = qr_fit_in_order(X, rows, y, 0, 1, n, Q, R, idx, beta, P)
     mean = 0.0
@@ -51,8 +52,6 @@ def _pretest_pvalue(X, rows, y, n, h, Q, R, idx, beta, P, e, table, table_h, tab
     for i in range(n):
         ss += (e[i] - mean) ** 2
     sigma = math.sqrt(ss / (n - 1)) * math.sqrt((n - 1) / (n - nk))
-    fraction = round(h) / n if h > 1 else h
-    nh = int(math.floor(n * fraction))
     window = 0.0
     for i in range(nh):
         window += e[i]
@@ -105,9 +104,10 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
             if n == 0:
                 status[p] = BfastLiteStatus.ALL_MISSING
                 continue
-            nh = int(math.floor(n * (round(h_param) / n if h_param > 1 else h_param)))
+            fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
+            nh = int(math.floor(n * fraction))
             if level > 0 and n > k and 1 <= nh < n:  # else R fails; the checks below flag it
-                pv = _pretest_pvalue(X, rows, y, n, h_param, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
+                pv = _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
                 pretest_p[p] = pv
                 if pv > level:
                     status[p] = BfastLiteStatus.STABLE_BY_PRETEST

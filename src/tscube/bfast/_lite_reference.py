@@ -26,10 +26,10 @@ def pretest(X: np.ndarray, y: np.ndarray, h: float) -> float:
     beta, _, kept = fit_in_order_qr(X, y)
     e = y - X @ beta
     sigma = np.std(e, ddof=1) * math.sqrt((n - 1) / (n - int(kept.sum())))
-    nh = pretest_bandwidth(n, h)
+    nh, fraction = pretest_bandwidth(n, h)
     cum = np.concatenate([[0.0], np.cumsum(e)])
     process = (cum[nh:] - cum[: n - nh + 1]) / (sigma * math.sqrt(n))
-    return pretest_pvalue(float(np.max(np.abs(process))), round(h) / n if h > 1 else h)
+    return pretest_pvalue(float(np.max(np.abs(process))), fraction)
 
 
 def r_coefficients(plan: LitePlan, X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -72,7 +72,7 @@ def lite_pixel(y_all: np.ndarray, valid: np.ndarray, plan: LitePlan) -> dict:
     X = plan.design.matrix[rows]
     y = y_all[rows].astype(np.float64)
     k = X.shape[1]
-    if plan.level > 0 and n > k and 1 <= pretest_bandwidth(n, plan.h) < n:  # else R fails; the checks below flag it
+    if plan.level > 0 and n > k and 1 <= pretest_bandwidth(n, plan.h)[0] < n:  # else R fails; the checks below flag it
         out["pretest_p"] = pretest(X, y, plan.h)
         if out["pretest_p"] > plan.level:
             out["status"] = BfastLiteStatus.STABLE_BY_PRETEST

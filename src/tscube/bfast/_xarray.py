@@ -163,13 +163,12 @@ def bfast_lite_xarray(da, *, dates=None, time_dim: str = "time", client=None, me
         with ``criteria=True`` over ``model`` (m = 0..B) ``rss``, ``bic``, ``lwz``.
     """
     from ..timeaxis import build_time_axis
-    from .lite import CRITERIA_OUTPUTS, LITE_OUTPUTS, lite_attrs, make_lite_plan
+    from .lite import CRITERIA_OUTPUTS, LITE_OUTPUTS, lite_attrs, make_lite_plan, resolve_engine
     from .lite_result import BfastLiteStatus
 
     da, axis_dates = _with_dates(da, dates, time_dim)
     plan = make_lite_plan(build_time_axis(axis_dates, freq), **kwargs)
-    if engine not in ("auto", "reference", "cpu"):
-        raise ValueError(f"engine must be one of 'auto', 'reference', 'cpu'; got {engine!r}")
+    engine = resolve_engine(engine)
     attrs = lite_attrs(plan, engine)
     outputs = dict(LITE_OUTPUTS, **(CRITERIA_OUTPUTS if criteria else {}))
     specs = [OutputSpec(name, dtype, dims) for name, (dtype, dims) in outputs.items()]

@@ -90,11 +90,11 @@ def pretest_pvalue(statistic: float, h: float) -> float:
     return float(np.interp(statistic, np.r_[0.0, crit], np.r_[1.0, MOSUM_PRETEST_P]))
 
 
-def pretest_bandwidth(n: int, h: float) -> int:
-    """Window of R's pre-test ``efp(h = h)``: an ``h > 1`` becomes the fraction
-    ``round(h) / n``; the window is ``floor(n * fraction)`` in IEEE arithmetic."""
+def pretest_bandwidth(n: int, h: float) -> tuple[int, float]:
+    """Window and bandwidth of R's pre-test ``efp(h = h)``: an ``h > 1`` becomes the
+    fraction ``round(h) / n``; the window is ``floor(n * fraction)`` in IEEE arithmetic."""
     fraction = round(h) / n if h > 1 else h
-    return int(math.floor(n * fraction))
+    return int(math.floor(n * fraction)), fraction
 
 
 def _break_slots(n_dates: int, h: float, k: int, plan_cap: int) -> int:
@@ -205,8 +205,7 @@ def bfast_lite(
         from ._xarray import bfast_lite_xarray
 
         return bfast_lite_xarray(data, dates=dates, **options, **xarray_options)
-    if engine not in ("auto", *LITE_ENGINES):
-        raise ValueError(f"engine must be one of 'auto', {', '.join(map(repr, LITE_ENGINES))}; got {engine!r}")
+    engine = resolve_engine(engine)
     if xarray_options:
         raise TypeError(f"bfast_lite() got options only valid for xarray input: {', '.join(xarray_options)}")
     if dates is None:
@@ -297,24 +296,29 @@ def named_outputs(raw: dict, plan: LitePlan, criteria: bool = False) -> dict[str
     return out
 
 
-def run_engine(flat: np.ndarray, plan: LitePlan, engine: str) -> dict:
-    """Run one engine (``"auto"`` = cpu) on ``flat`` (T, P)."""
+def resolve_engine(engine: str) -> str:
+    """The engine to run: ``"auto"`` is ``"cpu"``; an unknown name is refused."""
     if engine == "auto":
-        engine = "cpu"
+        return "cpu"
     if engine not in LITE_ENGINES:
         raise ValueError(f"engine must be one of 'auto', {', '.join(map(repr, LITE_ENGINES))}; got {engine!r}")
-    return importlib.import_module(LITE_ENGINES[engine]).run(flat, plan)
+    return engine
+
+
+def run_engine(flat: np.ndarray, plan: LitePlan, engine: str) -> dict:
+    """Run one engine on ``flat`` (T, P)."""
+    return importlib.import_module(LITE_ENGINES[resolve_engine(engine)]).run(flat, plan)
 
 
 def lite_attrs(plan: LitePlan, engine: str) -> dict:
-    """The parameters of a call, as the result's ``attrs``."""
+    """The parameters of a call (``engine`` resolved), as the result's ``attrs``."""
     names = plan.design.names
     return dict(
         order=plan.design.order, trend="trend" in names, season=any(n.startswith("season") for n in names),
         regressors=list(names), h=plan.h,
         breaks=SELECTIONS[plan.selection] if SELECTIONS[plan.selection] != "number" else plan.n_breaks_asked,
         max_breaks=plan.max_breaks or None, level=plan.level, magnitude_interval=plan.interval,
-        freq=plan.axis.freq, engine="cpu" if engine == "auto" else engine,
+        freq=plan.axis.freq, engine=engine,
     )
 
 
