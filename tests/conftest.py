@@ -59,6 +59,21 @@ def _serialise_simulator_shared_arrays() -> None:
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     _serialise_simulator_shared_arrays()
 
+#: Fewer simulated paths for critical values outside R's table (tscube.bfast.critval):
+#: quicker, still within the table's precision (tests/test_bfast_critval.py).
+TEST_CRITVAL_PATHS = 20_000
+
+
+@pytest.fixture(autouse=True)
+def _critval_simulations(tmp_path_factory, monkeypatch):
+    """Simulated critical values of the tests: fewer paths, cached in the session's temporary
+    folder (not the user's ~/.cache), shared by the tests of one worker."""
+    from tscube import config
+
+    monkeypatch.setattr(config, "CRITVAL_PATHS", TEST_CRITVAL_PATHS)
+    monkeypatch.setenv("TSCUBE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "critval-cache"))
+
+
 #: The project's shared folder (papers, SPECs, R fixtures), next to the repository.
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 BFAST_FIXTURES = SHARED / "fixtures" / "r_bfastmonitor"

@@ -53,6 +53,37 @@ def test_cpu_equals_reference_random_cubes(nan_fraction, gram):
     assert_same_result(bfast_monitor(**kwargs, engine="cpu"), bfast_monitor(**kwargs, engine="reference"))
 
 
+#: R's formulas: (order, trend, season)
+MODELS = {"trend+season": (0, True, True), "season": (0, False, True), "trend": (0, True, False), "trend+harmon": (3, True, False)}
+
+
+@pytest.mark.parametrize("process", ["OLS-MOSUM", "OLS-CUSUM"])
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("nan_fraction", [0.0, 0.5, 0.9])
+def test_cpu_equals_reference_extended_models(model, process, nan_fraction, gram):
+    """Season dummies (k = 24 regressors), trend only, harmonics, with either monitoring
+    process, on cloudy cubes (ROC history at 50 % missing: its recursive residuals on
+    prefixes that miss some cycle positions); gappy histories that miss a cycle position
+    are SINGULAR_DESIGN in both engines."""
+    order, trend, season = MODELS[model]
+    cube = make_cube("demo", shape=(5, 9), n_dates=230, n_history=150, nan_fraction=nan_fraction, seed=6)
+    kwargs = dict(data=cube.data, dates=cube.dates, start=cube.start, freq=23, order=order, trend=trend, season=season,
+                  type=process, history="ROC" if nan_fraction == 0.5 else "all", return_process=True)
+    ref = bfast_monitor(**kwargs, engine="reference")
+    assert_same_result(bfast_monitor(**kwargs, engine="cpu"), ref)
+    if nan_fraction < 0.9:
+        assert np.count_nonzero(ref.status == 0) > 10  # most pixels are monitored
+
+
+def test_cpu_equals_reference_outside_r_table():
+    """h, end and level R has no table for: a simulated critical value, the same in both."""
+    cube = make_cube("demo", shape=(4, 6), n_dates=150, n_history=90, nan_fraction=0.3, seed=8)
+    kwargs = dict(data=cube.data, dates=cube.dates, start=cube.start, freq=23, h=0.3, end=5, level=0.1, return_process=True)
+    ref = bfast_monitor(**kwargs, engine="reference")
+    assert_same_result(bfast_monitor(**kwargs, engine="cpu"), ref)
+    assert ref.attrs["critval"] < bfast_monitor(**{**kwargs, "level": 0.05}, engine="reference").attrs["critval"]
+
+
 @pytest.mark.parametrize("nan_fraction", [0.0, 0.5])
 def test_cpu_equals_reference_float64(nan_fraction):
     """(float64 with the default formulation; each formulation x dtype is a numba compile.)"""

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tscube import BfastStatus, bfast_monitor
+from tscube import BfastStatus, bfast_monitor, config
+from tscube.bfast._reference import log_plus
+from tscube.bfast.critval import MIN_TAIL_PATHS, simulated_critical_value
 
 from conftest import bfast_case_kwargs, bfast_cases, requires_shared
 
@@ -92,9 +94,22 @@ def test_too_few_history(case):
 
 
 @_cases(lambda c: c["status"] == "error" and any(w in c["message"] for w in ("not available", "significance")))
-def test_unsupported_parameters_raise(case):
-    with pytest.raises(ValueError, match=r"h =|end =|level ="):
-        bfast_monitor(**bfast_case_kwargs(case), engine=ENGINE)
+def test_parameters_outside_r_table_are_simulated(case):
+    """R stops for h, end or level outside its critical-value table; tscube simulates the
+    critical value (or says the level is too small for the simulation's paths)."""
+    kwargs = bfast_case_kwargs(case)
+    level = np.atleast_1d(kwargs["level"])[0]
+    if level * config.CRITVAL_PATHS < MIN_TAIL_PATHS:
+        with pytest.raises(ValueError, match="too small for a simulated critical value"):
+            bfast_monitor(**kwargs, engine=ENGINE)
+        return
+    result = bfast_monitor(**kwargs, return_process=True, engine=ENGINE)
+    critval = simulated_critical_value(kwargs["h"], kwargs["end"], level)
+    assert result.attrs["critval"] == critval
+    assert result.status == BfastStatus.OK
+    n = result.n_history
+    t = np.arange(n + 1, n + 1 + result.n_monitor)
+    np.testing.assert_allclose(result.boundary[np.isfinite(result.boundary)], critval * np.sqrt(2 * log_plus(t / n)))
 
 
 @_cases(lambda c: c["status"] == "ok" and not c.get("monitor_time") and c["start_time"] > c["history_end"])

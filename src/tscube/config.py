@@ -44,6 +44,12 @@ _DEFAULTS = dict(
     # resumable runs (tscube.runs): chunks computed ahead of the one being written, so that
     # reading/computing the next chunk overlaps writing this one (memory: one chunk each).
     RUN_CHUNKS_AHEAD=1,
+    # BFAST Monitor critical values outside strucchange's OLS-MOSUM table are simulated
+    # (tscube.bfast.critval): paths per (h, end), the seed, and where the simulated samples
+    # are cached (None: $TSCUBE_CACHE_DIR, else ~/.cache/tscube).
+    CRITVAL_PATHS=100_000,
+    CRITVAL_SEED=20241124,
+    CRITVAL_CACHE_DIR=None,
 )
 
 globals().update(_DEFAULTS)

@@ -189,9 +189,9 @@ def _solve_equilibrated(G, b, k, beta, work):
 
 @njit(cache=True)
 def _monitor_one(
-    y, rows, nv, X, time, first_hist, begin, h, critval,
+    y, rows, nv, X, levels, all_levels, time, first_hist, begin, h, critval, cusum,
     G, xy, beta, work, resid, sel, p, s,
-    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma_out,
+    status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma_out, rmse,
     history_start, n_history_out, n_monitor_out, process, boundary, want_process,
 ):
     """BFAST Monitor of one compacted pixel series for one monitoring start.
@@ -236,12 +236,17 @@ def _monitor_one(
     for a in range(k):
         for c in range(a + 1, k):
             G[a, c] = G[c, a]
-    if not _solve_equilibrated(G, xy, k, beta, work):
+    seen = 0
+    for j in range(lo, mid):
+        seen |= np.int64(1) << levels[rows[j]]
+    if (all_levels != 0 and seen != all_levels) or not _solve_equilibrated(G, xy, k, beta, work):
         status[s, p] = _SINGULAR
         return
 
     rss = 0.0
     ymax = 0.0
+    esum = 0.0
+    ysum = 0.0
     for j in range(lo, nv):
         r = rows[j]
         fit = 0.0
@@ -251,12 +256,15 @@ def _monitor_one(
         resid[j] = e
         if j < mid:
             rss += e * e
+            esum += e
             if abs(y[j]) > ymax:
                 ymax = abs(y[j])
+        else:
+            ysum += y[j]
     m = nv - mid
     first = _mosum_tail(
-        resid, mid, m, n, rss, ymax, k, h, critval, sel, p, s,
-        status, magnitude, mosum_mean, statistic, sigma_out, want_process,
+        resid, mid, m, n, rss, esum, ysum, ymax, k, h, critval, cusum, sel, p, s,
+        status, magnitude, relative, mosum_mean, statistic, sigma_out, rmse, want_process,
     )
     if want_process and status[s, p] != _PERFECT_FIT:
         for j in range(m):
@@ -269,34 +277,47 @@ def _monitor_one(
 
 @njit(cache=True)
 def _mosum_tail(
-    buf, offset, m, n, rss, ymax, k, h, critval, sel, p, s,
-    status, magnitude, mosum_mean, statistic, sigma_out, want_process,
+    buf, offset, m, n, rss, esum, ysum, ymax, k, h, critval, cusum, sel, p, s,
+    status, magnitude, relative, mosum_mean, statistic, sigma_out, rmse, want_process,
 ):
     """One pixel after its fit, from its compacted residuals ``buf``: the ``m`` monitoring
-    ones from ``offset`` on, the history's last ``window - 1`` just before. Writes sigma,
-    magnitude, the MOSUM statistics (and PERFECT_FIT) of pixel ``p``, start ``s``; with
+    ones from ``offset`` on, the history's last ``window - 1`` just before (OLS-MOSUM; the
+    OLS-CUSUM process starts from ``esum``, the sum of all history residuals). ``ysum`` is
+    the sum of the monitoring values. Writes sigma, rmse, magnitude (absolute and
+    relative), the process statistics (and PERFECT_FIT) of pixel ``p``, start ``s``; with
     ``want_process`` the process values go to ``sel[:m]`` and their boundary to
     ``sel[m:2m]``. Returns ``j``, the first monitoring value over the boundary, or -1
     (none, a non-finite process, or a perfect fit). Shared by both cpu formulations."""
     window = int(math.floor(h * n))
     sigma = math.sqrt(rss / (n - k))
     sigma_out[s, p] = sigma
-    magnitude[s, p] = _median(buf, offset, m, sel)
+    rmse[s, p] = math.sqrt(rss / n)
+    middle = _median(buf, offset, m, sel)
+    magnitude[s, p] = middle
+    expected = ysum  # the mean prediction over the monitoring values, times m
+    for i in range(offset, offset + m):
+        expected -= buf[i]
+    relative[s, p] = middle / (expected / m) if expected != 0.0 else np.nan
     if sigma <= PERFECT_FIT_RTOL * ymax:
         status[s, p] = _PERFECT_FIT
         return -1
     scale = 1.0 / (sigma * math.sqrt(n))
-    flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
-    wsum = 0.0
-    for i in range(offset + 1 - window, offset + 1):
-        wsum += buf[i]
+    flat_bound = critval * math.sqrt(2.0)  # MOSUM: logPlus(t / n) = 1 while t / n <= e
+    squared = critval * critval
+    wsum = esum
+    if not cusum:
+        wsum = 0.0
+        for i in range(offset + 1 - window, offset):
+            wsum += buf[i]
     first = -1
     total = 0.0
     biggest = 0.0
     finite = True
     for j in range(m):
         i = offset + j
-        if j > 0:
+        if cusum or j == 0:
+            wsum += buf[i]
+        else:
             wsum += buf[i] - buf[i - window]
         value = wsum * scale
         if not math.isfinite(value):
@@ -305,9 +326,12 @@ def _mosum_tail(
         size = abs(value)
         if size > biggest:
             biggest = size
-        if want_process or (first < 0 and size > flat_bound):  # the log only when needed
+        if want_process or (first < 0 and (cusum or size > flat_bound)):  # the log only when needed
             ratio = (n + j + 1) / n
-            bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
+            if cusum:
+                bound = math.sqrt(ratio * (ratio - 1.0) * (squared + math.log(ratio / (ratio - 1.0))))
+            else:
+                bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
             if first < 0 and size > bound:
                 first = j
             if want_process:
@@ -320,8 +344,8 @@ def _mosum_tail(
 
 @njit(parallel=True, cache=True, fastmath={"contract"})
 def _monitor_kernel(
-    values, nodata, has_nodata, X, time, first_hist, monitor_begin, h, critval, block,
-    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+    values, nodata, has_nodata, X, levels, all_levels, time, first_hist, monitor_begin, h, critval, cusum, block,
+    status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,
 ):
@@ -366,9 +390,9 @@ def _monitor_kernel(
                     continue
                 status[s, p] = _OK
                 _monitor_one(
-                    y, rows, nv, X, time, first_hist[s, p], monitor_begin[s], h, critval,
+                    y, rows, nv, X, levels, all_levels, time, first_hist[s, p], monitor_begin[s], h, critval, cusum,
                     G, xy, beta, work, resid, sel, p, s,
-                    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+                    status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
                     history_start, n_history, n_monitor, process, boundary, want_process,
                 )
 
@@ -590,14 +614,15 @@ def _residual_quad(E, e, Y, Xr, beta, t):
 
 
 @njit(cache=True, fastmath=_FAST)
-def _history_residual_sums(E, Y, Xr, beta, M, Ym, t0, begin, nh, ymax, rss):
+def _history_residual_sums(E, Y, Xr, beta, M, Ym, t0, begin, nh, ymax, rss, esum):
     """Residuals of the dates ``[t0, begin)`` (all lanes) and, while each row is in cache,
-    per lane: history size, max |y| and residual sum of squares (mask ``M``)."""
+    per lane: history size, max |y|, residual sum of squares and sum (mask ``M``)."""
     lanes = E.shape[1]
     for q in range(lanes):
         nh[q] = 0.0
         ymax[q] = 0.0
         rss[q] = 0.0
+        esum[q] = 0.0
     t = t0
     while t < begin:
         step = 4 if t + 4 <= begin else 1
@@ -613,6 +638,7 @@ def _history_residual_sums(E, Y, Xr, beta, M, Ym, t0, begin, nh, ymax, rss):
                 nh[q] += m
                 ymax[q] = y if y > ymax[q] else ymax[q]
                 rss[q] += e * e if m != 0.0 else 0.0
+                esum[q] += e if m != 0.0 else 0.0
         t += step
 
 
@@ -693,15 +719,15 @@ def _monitor_date(W, q, begin, j):
 
 @njit(cache=True)
 def _pixel_tail(
-    buf, offset, q, p, s, W, begin, n, m, rss, ymax, k, time, h, critval, sel,
-    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma_out,
+    buf, offset, q, p, s, W, begin, n, m, rss, esum, ysum, ymax, k, time, h, critval, cusum, sel,
+    status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma_out, rmse,
     process, boundary, want_process,
 ):
     """:func:`_mosum_tail` of lane ``q`` of a block; the dates of its monitoring values are
     found by walking the lane's validity mask ``W`` from ``begin``."""
     first = _mosum_tail(
-        buf, offset, m, n, rss, ymax, k, h, critval, sel, p, s,
-        status, magnitude, mosum_mean, statistic, sigma_out, want_process,
+        buf, offset, m, n, rss, esum, ysum, ymax, k, h, critval, cusum, sel, p, s,
+        status, magnitude, relative, mosum_mean, statistic, sigma_out, rmse, want_process,
     )
     if want_process and status[s, p] != _PERFECT_FIT:
         t = begin - 1
@@ -719,10 +745,11 @@ def _pixel_tail(
 
 @njit(cache=True, fastmath=_FAST)
 def _monitor_block(
-    T, p0, width, X, Xr, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval,
+    T, p0, width, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order, monitor_begin, h,
+    critval, cusum,
     use_pre, Gpre, bpre,
     W, Y, M, Ym, E, R, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
-    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+    status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
 ):
     """BFAST Monitor of the pixels ``[p0, p0 + width)`` for every monitoring start.
@@ -744,6 +771,8 @@ def _monitor_block(
     mcount = vec[5]
     ok = vec[6]
     tmp = vec[7]
+    esum = vec[8]
+    ysum = vec[9]
     shared_from = -1  # history start shared by every lane of the previous start, if any
     t_tiles = 0
     for i in range(order.shape[0]):
@@ -788,9 +817,25 @@ def _monitor_block(
             _expand_gram(G, Gf, ptr, index, value, width)
         shared_from = t0 if uniform else -1
         _solve_lanes(G, xy, k, D, L, tmp, beta, ok)
-        _history_residual_sums(E, Y, Xr, beta, Mh, Yh, t0, begin, nh, ymax, rss)
+        _history_residual_sums(E, Y, Xr, beta, Mh, Yh, t0, begin, nh, ymax, rss, esum)
+        for q in range(width):
+            ysum[q] = 0.0
+        for t in range(begin, T):  # Y is 0 where not valid
+            for q in range(width):
+                ysum[q] += Y[t, q]
         window = ivec[0]
         pos = ivec[1]
+        active = ivec[2]
+        seen = ivec[3]  # the season levels in each lane's history, as bits
+        for q in range(width):
+            seen[q] = all_levels
+        if all_levels != 0:
+            for q in range(width):
+                seen[q] = 0
+            for t in range(t0, begin):
+                bit = np.int64(1) << levels[t]
+                for q in range(width):
+                    seen[q] |= bit if Mh[t, q] != 0.0 else 0
         offset = 0  # room for the longest MOSUM window (n <= begin - t0, so offset + m < T)
         for q in range(width):
             offset = max(offset, int(math.floor(h * nh[q])) - 1)
@@ -803,7 +848,8 @@ def _monitor_block(
             n_inf[s, p] = int(ninf[q])
             n_history[s, p] = n
             n_monitor[s, p] = m
-            window[q] = 1  # no MOSUM tail
+            window[q] = 1  # no history residuals before the monitoring ones
+            active[q] = 0  # no tail
             if n > 0:
                 t = first_hist[s, p]
                 while Mh[t, q] == 0.0:
@@ -819,25 +865,27 @@ def _monitor_block(
             if m == 0:
                 status[s, p] = _NO_MONITORING
                 continue
-            if ok[q] == 0.0:
+            if ok[q] == 0.0 or seen[q] != all_levels:
                 status[s, p] = _SINGULAR
                 continue
-            window[q] = int(math.floor(h * n))
+            active[q] = 1
+            window[q] = 1 if cusum else int(math.floor(h * n))
         _compact_history_tail(E, Mh, begin, t0, window, width, offset, C, pos)
         for q in range(width):
-            if window[q] > 1:
+            if active[q]:
                 _pixel_tail(
-                    C[q], offset, q, p0 + q, s, W, begin, int(nh[q]), int(mcount[q]), rss[q], ymax[q], k, time, h,
-                    critval, sel, status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+                    C[q], offset, q, p0 + q, s, W, begin, int(nh[q]), int(mcount[q]), rss[q], esum[q], ysum[q],
+                    ymax[q], k, time, h, critval, cusum, sel,
+                    status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
                     process, boundary, want_process,
                 )
 
 
 @njit(parallel=True, cache=True)
 def _monitor_simd_kernel(
-    values, nodata, has_nodata, X, Xr, F, ptr, index, value, time, first_hist, order, monitor_begin, h, critval, block,
-    n_chunks, per_pixel_history, use_pre, Gpre, bpre,
-    status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+    values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
+    monitor_begin, h, critval, cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
+    status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,
 ):
@@ -863,8 +911,8 @@ def _monitor_simd_kernel(
         D = np.empty((k, block))
         L = np.empty((kk, block))
         beta = np.zeros((Xr.shape[1], block))  # rows past k stay zero (padding of Xr)
-        vec = np.empty((8, block))
-        ivec = np.empty((2, block), dtype=np.int64)
+        vec = np.empty((10, block))
+        ivec = np.empty((4, block), dtype=np.int64)
         C = np.empty((block, T + 1))
         sel = np.empty(2 * T)
         for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
@@ -872,10 +920,10 @@ def _monitor_simd_kernel(
             width = min(P, p0 + block) - p0
             _load_block(values, p0, width, nodata, has_nodata, W, Y, vec[0], vec[1])
             _monitor_block(
-                T, p0, width, X, Xr, F, ptr, index, value, time, first_hist, order,
-                monitor_begin, h, critval, use_pre, Gpre, bpre,
+                T, p0, width, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
+                monitor_begin, h, critval, cusum, use_pre, Gpre, bpre,
                 W, Y, M, Ym, E, R, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
-                status, break_index, break_time, magnitude, mosum_mean, statistic, sigma,
+                status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
                 history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
             )
 
@@ -976,6 +1024,14 @@ def masked_gram_blas(values, nodata, X, XX, first: int, stop: int, chunk: int = 
     return G, b
 
 
+def season_levels(design, n_dates: int) -> tuple[np.ndarray, int]:
+    """The season level of every date (zeros without season dummies) and the bit mask of
+    all levels a history must hold (0: no such check), as the kernels take them."""
+    if design.season_level is None:
+        return np.zeros(n_dates, dtype=np.int64), 0
+    return np.ascontiguousarray(design.season_level, dtype=np.int64), design.season_mask
+
+
 def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> dict[str, np.ndarray]:
     """Run BFAST Monitor on ``values`` of shape ``(T, P)``; outputs are ``(S, P)``.
 
@@ -999,17 +1055,18 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     first_hist, flagged = _cpu_history.history_first(values, plan)
     X = plan.design.matrix
     k = X.shape[1]
+    levels, all_levels = season_levels(plan.design, n_dates)
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
     monitor_begin = plan.monitor_begin.astype(np.int64)
     outputs = (
-        out["status"], out["break_index"], out["break_time"], out["magnitude"], out["mosum_mean"],
-        out["statistic"], out["sigma"], out["history_start"], out["n_valid"], out["n_history"],
-        out["n_monitor"], out["n_inf"], process, boundary, plan.return_process,
+        out["status"], out["break_index"], out["break_time"], out["magnitude"], out["relative_magnitude"],
+        out["mosum_mean"], out["statistic"], out["sigma"], out["rmse"], out["history_start"], out["n_valid"],
+        out["n_history"], out["n_monitor"], out["n_inf"], process, boundary, plan.return_process,
     )
     if gram == "fused":
         _monitor_kernel(
-            values, nodata, has_nodata, X, plan.axis.time, first_hist, monitor_begin,
-            plan.h, plan.critval, int(config.CPU_BLOCK_PIXELS), *outputs,
+            values, nodata, has_nodata, X, levels, all_levels, plan.axis.time, first_hist, monitor_begin,
+            plan.h, plan.critval, plan.cusum, int(config.CPU_BLOCK_PIXELS), *outputs,
         )
     else:
         low = np.tril_indices(k)
@@ -1032,8 +1089,8 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
         order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
         _monitor_simd_kernel(
-            values, nodata, has_nodata, X, Xr, F, ptr, index, value, plan.axis.time, first_hist, order,
-            monitor_begin, plan.h, plan.critval, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
+            values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, plan.axis.time, first_hist, order,
+            monitor_begin, plan.h, plan.critval, plan.cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
             *outputs,
         )
     if flagged is not None:

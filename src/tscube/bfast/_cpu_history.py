@@ -4,8 +4,9 @@ Same rules as :mod:`tscube.bfast.history` (the reference), organised for speed:
 
 * ROC: recursive residuals of the reversed candidates by rank-one (Sherman–Morrison)
   updates of ``(X'X)^{-1}`` and the coefficients, not a refit per step. While the first
-  rows are rank deficient the step is a full in-order solve that drops aliased columns,
-  as R's ``recresid`` does.
+  rows are rank deficient the step is a QR fit that drops aliased columns in order, as
+  R's ``recresid`` does (:func:`~tscube.bfast._cpu_bai_perron.recursive_residuals`, the
+  Bai–Perron triangle's).
 * BP: the Bai–Perron triangle and dynamic programme of :mod:`tscube.bfast._cpu_bai_perron`
   (shared with BFAST Lite), then the BIC choice of the number of breaks.
 
@@ -20,118 +21,22 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, recursive_residual,
-                              rss_triangle)
+from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, qr_fit_in_order,
+                              recursive_residuals, rss_triangle)
 from ._cpu_series import compact_valid, load_tile
 from .history import ROC_LAMBDA_05
-from .ols import ALIAS_PIVOT_TOL
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
 
 @njit(cache=True)
-def _inverse_in_order(G, k, inverse, L, d, idx):
-    """``inverse`` = (X'X)^{-1} on the non-aliased columns (taken in order, R-style), zero
-    elsewhere. Returns the number of kept columns."""
-    nk = 0
-    for j in range(k):
-        if G[j, j] <= 0.0:
-            continue
-        dj = math.sqrt(G[j, j])
-        piv = 1.0
-        for ci in range(nk):
-            c = idx[ci]
-            s = G[j, c] / (dj * d[c])
-            for mi in range(ci):
-                s -= L[j, idx[mi]] * L[c, idx[mi]]
-            L[j, c] = s / L[c, c]
-            piv -= L[j, c] * L[j, c]
-        if piv < ALIAS_PIVOT_TOL:
-            continue
-        d[j] = dj
-        L[j, j] = math.sqrt(piv)
-        idx[nk] = j
-        nk += 1
-    for a in range(k):
-        for b in range(k):
-            inverse[a, b] = 0.0
-    # inverse of the kept, scaled block: column by column, L L' z = e_b
-    z = np.empty(nk)
-    for bi in range(nk):
-        for ai in range(nk):
-            s = 1.0 if ai == bi else 0.0
-            for mi in range(ai):
-                s -= L[idx[ai], idx[mi]] * z[mi]
-            z[ai] = s / L[idx[ai], idx[ai]]
-        for ai in range(nk - 1, -1, -1):
-            s = z[ai]
-            for mi in range(ai + 1, nk):
-                s -= L[idx[mi], idx[ai]] * z[mi]
-            z[ai] = s / L[idx[ai], idx[ai]]
-        for ai in range(nk):
-            inverse[idx[ai], idx[bi]] = z[ai] / (d[idx[ai]] * d[idx[bi]])
-    return nk
-
-
-#: Sherman–Morrison updates of the recursive residuals start from the first full-rank fit
-#: (k rows: harmonics on a few consecutive dates, nearly singular) and carry its rounding
-#: along, ~1e-5 relative: enough to move a ROC crossing that the reference, which solves
-#: every fit, does not see. The inverse is therefore refreshed by an exact solve of the
-#: normal equations at 2k, ... rows, up to this many times k (one refresh, at 2k,
-#: made the known near-tie agree; each costs about 20 updates).
-_REFRESH_UNTIL = 2
-
-
-@njit(cache=True)
-def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, Px, L, d, idx):
-    """Recursive residuals of ``count`` compacted rows starting at position ``first`` and
-    moving by ``step`` (+1 forward, -1 reversed); writes ``count - k`` values to ``out``."""
-    k = X.shape[1]
-    for a in range(k):
-        rhs[a] = 0.0
-        for b in range(k):
-            G[a, b] = 0.0
-    for i in range(k):
-        r = rows[first + step * i]
-        v = y[first + step * i]
-        for a in range(k):
-            rhs[a] += X[r, a] * v
-            for b in range(k):
-                G[a, b] += X[r, a] * X[r, b]
-    full = False
-    for i in range(k, count):
-        pos = first + step * i
-        r = rows[pos]
-        exact = not full or (i % k == 0 and i <= _REFRESH_UNTIL * k)
-        if exact:  # rank-deficient so far (R's refit), or a short, ill-conditioned fit
-            nk = _inverse_in_order(G, k, P, L, d, idx)
-            for a in range(k):
-                s = 0.0
-                for b in range(k):
-                    s += P[a, b] * rhs[b]
-                beta[a] = s
-            full = nk == k
-        out[i - k] = recursive_residual(X, r, y[pos], beta, P, Px, full)
-        if not full or i < _REFRESH_UNTIL * k:  # a later exact solve needs this row
-            for a in range(k):
-                rhs[a] += X[r, a] * y[pos]
-                for b in range(k):
-                    G[a, b] += X[r, a] * X[r, b]
-    return full
-
-
-@njit(cache=True)
-def _fit_sigma(X, rows, y, n, full, G, rhs, P, beta, L, d, idx):
+def _fit_sigma(X, rows, y, n, full, Q, R, P, beta, idx):
     """Residual standard deviation of the OLS fit of all ``n`` compacted rows, after
-    :func:`_recursive_residuals` over them (its ``full`` result): the Sherman–Morrison
-    coefficients are that fit; a fit rank-deficient to the end is solved in order."""
+    :func:`recursive_residuals` over them (``full``: one of their prefixes had full rank):
+    the Sherman–Morrison coefficients are that fit; a fit rank-deficient to the end is
+    refitted with R's in-order aliasing."""
     k = X.shape[1]
     if not full:
-        _inverse_in_order(G, k, P, L, d, idx)
-        for a in range(k):
-            acc = 0.0
-            for b in range(k):
-                acc += P[a, b] * rhs[b]
-            beta[a] = acc
+        qr_fit_in_order(X, rows, y, 0, 1, n, Q, R, idx, beta, P)
     rss = 0.0
     for j in range(n):
         e = y[j]
@@ -216,16 +121,13 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         rows = np.empty(T, dtype=np.int64)
         y = np.empty(T)
         w = np.empty(T)
-        G = np.empty((k, k))
-        rhs = np.empty(k)
         Pinv = np.empty((k, k))
         beta = np.empty(k)
         Px = np.empty(k)
-        L = np.empty((k, k))
-        d = np.empty(k)
+        R = np.empty((k, k))
         idx = np.empty(k, dtype=np.int64)
         rss = np.empty((1, 1)) if method_roc else np.empty((T, T))
-        Q = np.empty((1, 1)) if method_roc else np.empty((T, k))
+        Q = np.empty((T, k))
         sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
         sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
         sum_yy = np.empty(1) if method_roc else np.empty(T + 1)
@@ -244,15 +146,15 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                 if n <= k:
                     continue
                 if method_roc:
-                    full = _recursive_residuals(X, rows, y, n - 1, -1, n, w, G, rhs, Pinv, beta, Px, L, d, idx)
+                    full_at = recursive_residuals(X, rows, y, n - 1, -1, n, w, Q, R, idx, beta, Pinv, Px)
                     y_scale = 0.0
                     for j in range(n):
                         y_scale = max(y_scale, abs(y[j]))
-                    sigma = _fit_sigma(X, rows, y, n, full, G, rhs, Pinv, beta, L, d, idx)
+                    sigma = _fit_sigma(X, rows, y, n, full_at <= n, Q, R, Pinv, beta, idx)
                     drop, flag = _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
                     flagged[s, p] = flag
                 else:
-                    drop = _bp_start(X, rows, y, n, rss, w, Q, L, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy)
+                    drop = _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy)
                     flagged[s, p] = drop < 0
                     drop = max(drop, 0)
                 first_hist[s, p] = rows[drop]

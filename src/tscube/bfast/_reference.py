@@ -7,7 +7,8 @@ Algorithm 1 of the BFAST GPU paper with R's exact semantics (SPEC-bfastmonitor):
 2. select the stable history among the valid observations before ``start``;
 3. OLS fit of the season-trend model on the history (float64, least squares);
 4. residuals of every observation from the history start on; ``sigma`` of the history;
-5. OLS-MOSUM process over the monitoring observations, its boundary, the first crossing;
+5. OLS-MOSUM (or OLS-CUSUM) process over the monitoring observations, its boundary, the
+   first crossing;
 6. magnitude = median monitoring residual.
 """
 
@@ -40,6 +41,26 @@ def is_singular(gram: np.ndarray) -> bool:
 def log_plus(x: np.ndarray) -> np.ndarray:
     """strucchange's ``logPlus``: ``log(x)`` for ``x > e``, else 1."""
     return np.where(x > np.e, np.log(np.maximum(x, np.e)), 1.0)
+
+
+def monitoring_process(residuals: np.ndarray, n: int, sigma: float, plan: MonitorPlan) -> tuple[np.ndarray, np.ndarray]:
+    """The monitoring process and its boundary at each monitoring observation, from the
+    residuals of every observation from the history start on (the ``n`` history ones first).
+
+    OLS-MOSUM: sums of the last ``floor(h n)`` residuals, boundary
+    ``critval sqrt(2 logPlus(t / n))``. OLS-CUSUM: sums of all residuals from the history
+    start, boundary ``sqrt(x (x - 1) (critval^2 + log(x / (x - 1))))`` with ``x = t / n``.
+    Both scaled by ``1 / (sigma sqrt(n))``; ``t`` counts observations from the history start.
+    """
+    x = np.arange(n + 1, residuals.size + 1) / n
+    if plan.cusum:
+        sums = np.cumsum(residuals)[n:]
+        boundary = np.sqrt(x * (x - 1.0) * (plan.critval**2 + np.log(x / (x - 1.0))))
+    else:
+        window = int(np.floor(plan.h * n))
+        sums = np.lib.stride_tricks.sliding_window_view(residuals, window).sum(axis=1)[n - window + 1 :]
+        boundary = plan.critval * np.sqrt(2.0 * log_plus(x))
+    return sums / (sigma * np.sqrt(n)), boundary
 
 
 def monitor_pixel(y: np.ndarray, valid: np.ndarray, plan: MonitorPlan, s: int) -> dict:
@@ -86,8 +107,12 @@ def monitor_pixel(y: np.ndarray, valid: np.ndarray, plan: MonitorPlan, s: int) -
         out["status"] = BfastStatus.NO_MONITORING_DATA
         return out
 
-    # History OLS fit (least squares in float64).
+    # History OLS fit (least squares in float64); season dummies need every season level.
     X_hist, y_hist = X[history], y[history]
+    levels = plan.design.season_level
+    if levels is not None and np.unique(levels[history]).size < plan.design.season_mask.bit_length():
+        out["status"] = BfastStatus.SINGULAR_DESIGN
+        return out
     if is_singular(X_hist.T @ X_hist):
         out["status"] = BfastStatus.SINGULAR_DESIGN
         return out
@@ -96,18 +121,18 @@ def monitor_pixel(y: np.ndarray, valid: np.ndarray, plan: MonitorPlan, s: int) -
     # Residuals of every observation from the history start on (history, then monitoring).
     used = np.concatenate([history, monitor])
     residuals = y[used] - X[used] @ beta
-    sigma = np.sqrt(np.sum(residuals[:n] ** 2) / (n - k))
+    rss = np.sum(residuals[:n] ** 2)
+    sigma = np.sqrt(rss / (n - k))
     out["sigma"] = sigma
+    out["rmse"] = np.sqrt(rss / n)
     out["magnitude"] = np.median(residuals[n:])
+    expected = np.mean(X[monitor] @ beta)
+    out["relative_magnitude"] = out["magnitude"] / expected if expected != 0 else np.nan
     if sigma <= PERFECT_FIT_RTOL * np.max(np.abs(y_hist)):
         out["status"] = BfastStatus.PERFECT_FIT
         return out
 
-    # OLS-MOSUM: window sums of `window` residuals ending at each monitoring observation.
-    window_sums = np.lib.stride_tricks.sliding_window_view(residuals, window).sum(axis=1)
-    process = window_sums[n - window + 1 :] / (sigma * np.sqrt(n))
-    t = np.arange(n + 1, used.size + 1)  # 1-based position from the history start
-    boundary = plan.critval * np.sqrt(2.0 * log_plus(t / n))
+    process, boundary = monitoring_process(residuals, n, sigma, plan)
 
     out["status"] = status
     out["statistic"] = np.max(np.abs(process))

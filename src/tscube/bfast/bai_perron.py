@@ -21,26 +21,10 @@ import math
 
 import numpy as np
 
-from .ols import fit_in_order_qr
+from .ols import deficient_prefix_residuals
 
 #: LWZ penalty: 0.299 * log(n) ** 2.1 per parameter (strucchange ``summary.breakpointsfull``).
 LWZ_FACTOR, LWZ_POWER = 0.299, 2.1
-
-
-def _deficient_prefix(X: np.ndarray, y: np.ndarray) -> tuple[int, np.ndarray]:
-    """Length ``p`` of the first full-rank prefix of ``X`` (``n + 1`` when none has full
-    rank) and the squared recursive residuals of rows ``k..p-1``, each computed on its
-    rank-deficient prefix with R's in-order pivoting."""
-    n, k = X.shape
-    squares = []
-    for r in range(k, n + 1):
-        beta, inverse, kept = fit_in_order_qr(X[:r], y[:r])
-        if kept.all():
-            return r, np.array(squares)
-        if r < n:
-            x = X[r]
-            squares.append((y[r] - x @ beta) ** 2 / (1.0 + x @ inverse @ x))
-    return n + 1, np.array(squares)
 
 
 def segment_rss_triangle(X: np.ndarray, y: np.ndarray, h: int) -> np.ndarray:
@@ -64,12 +48,12 @@ def segment_rss_triangle(X: np.ndarray, y: np.ndarray, h: int) -> np.ndarray:
     i, j = np.triu_indices(n, k=h - 1)
     rss[i, j] = least_squares_rss(i, j)
     for start in range(n - h + 1):
-        p, squares = _deficient_prefix(X[start:], y[start:])
+        p, residuals = deficient_prefix_residuals(X[start:], y[start:])
         if p == k:
             continue  # the common case: least squares from the first k rows on
         ends = np.arange(start + h - 1, n)
         short = ends < start + p - 1  # segments that end before their first full-rank prefix
-        partial = np.cumsum(squares)
+        partial = np.cumsum(residuals**2)
         rss[start, ends[short]] = partial[ends[short] - start - k]
         if not np.all(short):
             base = least_squares_rss(np.array([start]), np.array([start + p - 1]))[0]

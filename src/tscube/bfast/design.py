@@ -27,6 +27,19 @@ class Design:
     order: int  # harmonic order actually used (R: min(freq, order))
     trend_centre: float
     trend_scale: float
+    #: With season dummies, the level (0-based cycle position) of every date, else None.
+    season_level: np.ndarray | None = None
+
+    @property
+    def season_mask(self) -> int:
+        """Bit mask of every season level (``2**freq - 1``), 0 without season dummies: a
+        history fits the dummies only if it holds every level (else R aliases the highest
+        contrasts; a level count decides that exactly, where a Gram pivot of 24 columns
+        can fall either side of a tolerance)."""
+        if self.season_level is None:
+            return 0
+        levels = 1 + sum(name.startswith("season") for name in self.names)
+        return (1 << levels) - 1
 
     @property
     def k(self) -> int:
@@ -112,8 +125,11 @@ def build_design(axis: TimeAxis, order: int, trend: bool, season: bool = False) 
         sin, sin_names = sin[:-1], sin_names[:-1]
     columns += cos + sin
     names += cos_names + sin_names
+    level = None
     if season:
-        columns += list(season_contrasts(axis.freq)[season_cycle(axis)].T)
+        level = season_cycle(axis).astype(np.int64)
+        columns += list(season_contrasts(axis.freq)[level].T)
         names += season_names(axis.freq)
     matrix = np.ascontiguousarray(np.stack(columns, axis=1), dtype=np.float64)
-    return Design(matrix=matrix, names=tuple(names), order=order, trend_centre=centre, trend_scale=scale)
+    return Design(matrix=matrix, names=tuple(names), order=order, trend_centre=centre, trend_scale=scale,
+                  season_level=level)

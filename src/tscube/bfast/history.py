@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from . import bai_perron
-from .ols import solve_in_order
+from .ols import deficient_prefix_residuals, solve_in_order
 from .plan import PERFECT_FIT_RTOL
 
 HISTORY_METHODS = ("all", "ROC", "BP")
@@ -30,12 +30,15 @@ ROC_LAMBDA_05 = 0.947898101732124
 
 def recursive_residuals(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Recursive residuals ``w_r`` for r = k+1..n: the standardised one-step-ahead
-    prediction errors of OLS fits on the first r-1 rows (strucchange ``recresid``)."""
+    prediction errors of OLS fits on the first r-1 rows (strucchange ``recresid``); on
+    rank-deficient first rows, those of R's restricted fits (:func:`deficient_prefix_residuals`)."""
     n, k = X.shape
     out = np.empty(max(n - k, 0))
-    gram = X[:k].T @ X[:k]
-    rhs = X[:k].T @ y[:k]
-    for r in range(k, n):
+    p, restricted = deficient_prefix_residuals(X, y)
+    out[: restricted.size] = restricted
+    gram = X[:p].T @ X[:p]
+    rhs = X[:p].T @ y[:p]
+    for r in range(p, n):
         beta, inverse = solve_in_order(gram, rhs)
         x = X[r]
         out[r - k] = (y[r] - x @ beta) / np.sqrt(1.0 + x @ inverse @ x)

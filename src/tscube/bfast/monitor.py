@@ -9,11 +9,15 @@ import numpy as np
 import pandas as pd
 
 from ..timeaxis import TIME_TOL, build_time_axis, format_when, to_decimal_year
-from .critval import critical_value
+from .critval import check_process_type, critical_value
 from .design import build_design
 from .history import HISTORY_METHODS, ROC_LAMBDA_05
 from .plan import MonitorPlan
 from .result import BfastMonitorResult
+
+#: Most regressors a model may have (every engine: the cuda solve keeps k x k in shared
+#: memory, the cpu engines' Gram k (k + 1) / 2 sums per pixel; season levels as a 64-bit mask).
+MAX_REGRESSORS = 64
 
 #: Engine name -> module implementing ``run(values, plan)``.
 ENGINES = {
@@ -85,6 +89,8 @@ def bfast_monitor(
     *,
     order: int = 3,
     trend: bool = True,
+    season: bool = False,
+    type: str = "OLS-MOSUM",
     h: float = 0.25,
     level=0.05,
     end: float = 10,
@@ -97,11 +103,12 @@ def bfast_monitor(
 ) -> BfastMonitorResult:
     """Detect the first structural break in each pixel's time series (R ``bfastmonitor``).
 
-    Per pixel, fits the season-trend model ``response ~ trend + harmon`` (OLS) on a
-    stable history period before ``start``, then runs the OLS-MOSUM monitoring test over
-    every observation from ``start`` on, reporting the first boundary crossing and the
-    median residual. Results equal R's ``bfast::bfastmonitor`` (bfast 1.7.2). Missing
-    values are dropped per pixel, like R's ``na.omit``.
+    Per pixel, fits the season-trend model ``response ~ trend + harmon`` (OLS; or
+    ``+ season`` dummies) on a stable history period before ``start``, then runs the
+    OLS-MOSUM (or OLS-CUSUM) monitoring test over every observation from ``start`` on,
+    reporting the first boundary crossing and the median residual. Results equal R's
+    ``bfast::bfastmonitor`` (bfast 1.7.2). Missing values are dropped per pixel, like R's
+    ``na.omit``.
 
     Parameters
     ----------
@@ -117,17 +124,30 @@ def bfast_monitor(
         last date. A tuple ``(year, cycle)`` is R's ``c(year, cycle)``; a *list* (or array)
         computes every start in one call (results gain a leading axis).
     order : int
-        Harmonic order of the seasonal model (R: ``min(freq, order)``; 0 = no seasonality).
+        Harmonic order of the seasonal model (R: ``min(freq, order)``; 0 = no harmonics).
     trend : bool
         Include the linear trend (``response ~ trend + harmon``; False: ``~ harmon``).
-    h : {0.25, 0.5, 1}
+    season : bool
+        Seasonal dummies (R's ``response ~ trend + season``: an ordered factor of the
+        cycle, ``freq - 1`` polynomial-contrast columns; for crops and irregular
+        phenology). Needs ``order=0`` (dummies and harmonics are collinear). A pixel whose
+        history misses some cycle positions cannot fit them: SINGULAR_DESIGN.
+    type : {"OLS-MOSUM", "OLS-CUSUM"}
+        Monitoring process (R's ``type``): moving sums of ``floor(h * n)`` residuals, or
+        the cumulative sum of all residuals from the history start, each against its
+        boundary (docs/bfast_monitor.md).
+    h : float in (0, 1]
         MOSUM bandwidth as a fraction of the history size ``n``: window ``floor(h * n)``
-        observations.
+        observations (OLS-CUSUM: only the "too few observations" check uses it).
     level : float or (float, float)
-        Significance of the monitoring test (0.001 to 0.05, interpolated in R's table),
-        or a pair (monitoring, ROC) as R's ``level``.
-    end : {2, 4, 6, 8, 10}
-        Monitoring horizon of the critical-value table (does not truncate monitoring, as R).
+        Significance of the monitoring test, or a pair (monitoring, ROC) as R's ``level``.
+        OLS-MOSUM: interpolated in R's table for 0.001-0.05; any other level in (0, 1)
+        is simulated (see ``end``). OLS-CUSUM: any level in (0, 1), R's formula.
+    end : float
+        Monitoring horizon of the OLS-MOSUM critical value, in history sizes (does not
+        truncate monitoring, as R). R's table has 2, 4, 6, 8, 10 (with h = 0.25, 0.5, 1);
+        any other ``h``/``end``/``level`` gets a critical value simulated once and cached
+        on disk (:mod:`tscube.bfast.critval`, seconds per new ``(h, end)``).
     history : "ROC" (default, as R), "BP", "all", date or decimal year
         Stable history, selected per pixel among the valid observations before ``start``:
         by the reverse-ordered CUSUM test ("ROC", at the second ``level``), after the last
@@ -139,7 +159,7 @@ def bfast_monitor(
     nodata : number, optional
         Value marking missing observations (e.g. -3000 in int16 MODIS NDVI).
     return_process : bool
-        Also return the MOSUM process and boundary, shaped like ``data``.
+        Also return the monitoring process and its boundary, shaped like ``data``.
     engine : {"auto", "reference", "cpu", "cuda"}
         Implementation; all give the same results. "auto" picks the fastest available.
     **xarray_options
@@ -167,7 +187,8 @@ def bfast_monitor(
         if start is None:
             raise TypeError("bfast_monitor() missing the monitoring start: call bfast_monitor(da, start=...)")
         return bfast_monitor_xarray(
-            data, start, dates=dates, order=order, trend=trend, h=h, level=level, end=end, history=history,
+            data, start, dates=dates, order=order, trend=trend, season=season, type=type, h=h, level=level,
+            end=end, history=history,
             freq=freq, nodata=nodata, return_process=return_process, engine=engine, **xarray_options)
     if xarray_options:
         raise TypeError(f"bfast_monitor() got options only valid for xarray input: {', '.join(xarray_options)}")
@@ -183,8 +204,9 @@ def bfast_monitor(
         if isinstance(nodata, bool) or not isinstance(nodata, (int, float, np.integer, np.floating)):
             raise TypeError(f"nodata must be a number, got {nodata!r}")
         nodata = float(nodata)
+    check_process_type(type)
     level_monitor, level_roc = _as_levels(level)
-    critval = critical_value(h, end, level_monitor)
+    critval = critical_value(h, end, level_monitor, type)
     starts, many_starts = _as_starts(start, axis)
 
     if isinstance(history, str):
@@ -198,9 +220,16 @@ def bfast_monitor(
             raise ValueError(f"history {format_when(history)} must lie before every monitoring start")
     history_begin = 0 if history_time is None else int(np.searchsorted(axis.time, history_time - TIME_TOL))
 
+    design = build_design(axis, order, bool(trend), bool(season))
+    if design.k > MAX_REGRESSORS:
+        raise ValueError(
+            f"the model has {design.k} regressors ({'season dummies' if season else 'harmonics'} at freq = {axis.freq}); "
+            f"at most {MAX_REGRESSORS} are supported: aggregate the series to a coarser grid"
+        )
     plan = MonitorPlan(
         axis=axis,
-        design=build_design(axis, order, bool(trend)),
+        design=design,
+        process_type=type,
         starts=starts,
         monitor_begin=np.searchsorted(axis.time, starts - TIME_TOL).astype(np.int64),
         history=method,
@@ -233,6 +262,8 @@ def bfast_monitor(
         start=starts if many_starts else float(starts[0]),
         order=plan.design.order,
         trend=bool(trend),
+        season=bool(season),
+        type=type,
         regressors=list(plan.design.names),
         h=float(h),
         level=(level_monitor, level_roc),

@@ -95,3 +95,23 @@ def fit_in_order_qr(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     kept = np.zeros(k, dtype=bool)
     kept[keep] = True
     return beta, inverse, kept
+
+
+def deficient_prefix_residuals(X: np.ndarray, y: np.ndarray) -> tuple[int, np.ndarray]:
+    """Where the recursive residuals of ``X``, ``y`` start on rank-deficient prefixes (season
+    levels or annual repeats missing among the first rows), R's ``recresid`` fits each prefix
+    with ``lm.fit``'s in-order aliasing (:func:`fit_in_order_qr`) until one has full rank.
+
+    Returns ``p``, the length of the first full-rank prefix (``n + 1`` when none has), and
+    the recursive residuals of rows ``k .. p - 1``, each from its own restricted fit.
+    """
+    n, k = X.shape
+    residuals = []
+    for r in range(k, n + 1):
+        beta, inverse, kept = fit_in_order_qr(X[:r], y[:r])
+        if kept.all():
+            return r, np.array(residuals)
+        if r < n:
+            x = X[r]
+            residuals.append((y[r] - x @ beta) / np.sqrt(1.0 + x @ inverse @ x))
+    return n + 1, np.array(residuals)

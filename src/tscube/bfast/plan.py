@@ -35,14 +35,16 @@ class MonitorPlan:
         How the stable history is selected; "fixed" starts it at ``history_begin``.
     history_begin : int
         First time index eligible for the history ("all": 0).
+    process_type : {"OLS-MOSUM", "OLS-CUSUM"}
+        Monitoring process: moving sums of ``floor(h n)`` residuals, or cumulative sums.
     h, critval : float
-        MOSUM bandwidth (fraction of the history size) and critical value.
+        MOSUM bandwidth (fraction of the history size) and the process's critical value.
     level_roc, roc_lambda : float
         Significance of the ROC test and its boundary level (always alpha = 0.05, as R).
     nodata : float or None
         Value marking missing data (in addition to NaN; inf is also missing).
     return_process : bool
-        Also return the MOSUM process and boundary on the time axis.
+        Also return the monitoring process and boundary on the time axis.
     """
 
     axis: TimeAxis
@@ -51,6 +53,7 @@ class MonitorPlan:
     monitor_begin: np.ndarray
     history: str
     history_begin: int
+    process_type: str
     h: float
     critval: float
     level_roc: float
@@ -61,6 +64,11 @@ class MonitorPlan:
     @property
     def n_starts(self) -> int:
         return self.starts.shape[0]
+
+    @property
+    def cusum(self) -> bool:
+        """The monitoring process is OLS-CUSUM (else OLS-MOSUM)."""
+        return self.process_type == "OLS-CUSUM"
 
 
 def invalid_mask(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,8 @@ class BfastStatus(IntEnum):
         No valid observation at or after ``start``.
     ``SINGULAR_DESIGN`` (4)
         The history design is rank deficient (aliased harmonics, e.g. ``order > freq/2``,
-        or too few distinct dates in a cycle). R gives NA coefficients there.
+        or too few distinct dates in a cycle; with ``season=True``, a history that misses
+        some position of the cycle). R gives NA coefficients there, and no break.
     ``PERFECT_FIT`` (5)
         The history model fits exactly (residual sigma ~ 0, e.g. a constant series):
         the MOSUM process is undefined, so no break is reported; ``magnitude`` is still
@@ -42,9 +43,9 @@ class BfastStatus(IntEnum):
         this code only flags the event.
 
     Outputs of pixels with a status other than ``OK``, ``ROC_NO_CROSSING`` and
-    ``BP_TOO_SHORT`` are NaN
-    (floats) or -1 (``break_index``), except ``magnitude`` under ``PERFECT_FIT`` and the
-    counts ``n_valid``, ``n_history``, ``n_monitor``, ``n_inf``.
+    ``BP_TOO_SHORT`` are NaN (floats) or -1 (``break_index``), except the counts
+    ``n_valid``, ``n_history``, ``n_monitor``, ``n_inf``, and under ``PERFECT_FIT`` the
+    history fit's ``sigma``, ``rmse``, ``magnitude`` and ``relative_magnitude``.
     """
 
     OK = 0
@@ -73,9 +74,11 @@ OUTPUT_DTYPES: dict[str, Any] = {
     "break_time": np.float64,
     "status": np.int8,
     "magnitude": np.float64,
+    "relative_magnitude": np.float64,
     "mosum_mean": np.float64,
     "statistic": np.float64,
     "sigma": np.float64,
+    "rmse": np.float64,
     "history_start": np.float64,
     "n_valid": np.int32,
     "n_history": np.int32,
@@ -115,13 +118,21 @@ class BfastMonitorResult:
         monitoring period (``time >= start``), not only those after the break — R's
         ``bfm$magnitude``. Negative values mean the pixel is below its expected
         season-trend model (e.g. vegetation loss). Units of the data.
+    relative_magnitude : float64
+        ``magnitude`` divided by the mean model prediction over the same monitoring
+        observations: the change as a fraction of the expected value (-0.3 = 30 % below
+        the model). NaN where that mean prediction is 0; tscube's, not R's.
     mosum_mean : float64
-        Mean of the (signed) OLS-MOSUM process over the monitoring observations, as
-        reported by the BFAST GPU papers: a continuous measure of the deviation.
+        Mean of the (signed) monitoring process over the monitoring observations (the
+        OLS-MOSUM process, as reported by the BFAST GPU papers, or the OLS-CUSUM one with
+        ``type="OLS-CUSUM"``): a continuous measure of the deviation.
     statistic : float64
-        ``max |MOSUM|`` over the monitoring observations (R's ``mefp$statistic``).
+        ``max |process|`` over the monitoring observations (R's ``mefp$statistic``).
     sigma : float64
-        Residual standard error of the history fit, ``sqrt(RSS / (n - k))``.
+        Residual standard error of the history fit, ``sqrt(RSS / (n - k))`` (R's).
+    rmse : float64
+        Root mean squared residual of the history fit, ``sqrt(RSS / n)``
+        (= ``sigma * sqrt((n - k) / n)``; bfast2/bfast#64). NaN where ``sigma`` is.
     history_start : float64
         Decimal-year time of the first observation of the selected stable history
         (R's ``bfm$history[1]``).
@@ -129,8 +140,9 @@ class BfastMonitorResult:
         Valid observations in the whole series; in the selected stable history (R's
         ``histsize``); in the monitoring period; and inf values (treated as missing).
     process, boundary : float64, shape ``(T, ...)``, only with ``return_process=True``
-        The MOSUM process and its boundary ``critval * sqrt(2 logPlus(t / n))`` at the
-        monitoring observations, on the input's time axis (NaN elsewhere).
+        The monitoring process and its boundary at the monitoring observations, on the
+        input's time axis (NaN elsewhere): OLS-MOSUM ``critval * sqrt(2 logPlus(t / n))``,
+        OLS-CUSUM ``sqrt(x (x - 1) (critval^2 + log(x / (x - 1))))`` with ``x = t / n``.
     attrs : dict
         The parameters that produced the result (start, h, level, critval, ...).
     """
@@ -139,9 +151,11 @@ class BfastMonitorResult:
     break_index: np.ndarray
     status: np.ndarray
     magnitude: np.ndarray
+    relative_magnitude: np.ndarray
     mosum_mean: np.ndarray
     statistic: np.ndarray
     sigma: np.ndarray
+    rmse: np.ndarray
     history_start: np.ndarray
     n_valid: np.ndarray
     n_history: np.ndarray
