@@ -46,7 +46,7 @@ HAS_CPU_ENGINE = importlib.util.find_spec("tscube.bfast._cpu") is not None
 FREQ = 23
 INTS = ("break_index", "status", "n_valid", "n_history", "n_monitor", "n_inf")
 EXACT_FLOATS = ("break_time", "history_start")
-FLOATS = ("magnitude", "mosum_mean", "statistic", "sigma")
+FLOATS = ("magnitude", "relative_magnitude", "mosum_mean", "statistic", "sigma", "rmse")
 
 
 @pytest.fixture(autouse=True)
@@ -114,6 +114,24 @@ def test_cuda_equals_reference_on_small_cubes(missing):
         assert np.all(got.break_index[::2] >= 48)
     if missing == 0.95:
         assert np.all(got.status != BfastStatus.OK)
+
+
+@pytest.mark.parametrize("model", ["trend+season", "season", "trend"])
+@pytest.mark.parametrize("process", ["OLS-MOSUM", "OLS-CUSUM"])
+def test_cuda_extended_models_equal_reference(model, process):
+    """Season dummies (k = 24: a history missing a cycle position is SINGULAR_DESIGN),
+    trend only, either monitoring process, a simulated critical value (h = 0.3), gaps."""
+    order, trend, season = {"trend+season": (0, True, True), "season": (0, False, True), "trend": (0, True, False)}[model]
+    cube = make_cube(100, 6, 0.15, seed=3)
+    cube[[4, 27, 50, 73], 1] = np.nan  # pixel 1's history misses the 5th cycle position
+    kwargs = dict(dates=dates_of(100), start=2000 + 75 / FREQ, freq=FREQ, order=order, trend=trend, season=season,
+                  type=process, h=0.3 if model == "trend" else 0.25, return_process=True)
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert_same_as_cpu_engines(got, cube, process=True, **kwargs)
+    statuses = set(got.status.tolist())
+    assert BfastStatus.OK in statuses
+    if season:
+        assert got.status[1] == BfastStatus.SINGULAR_DESIGN
 
 
 def test_cuda_chunks_and_streams_give_the_same_result(monkeypatch):
@@ -237,7 +255,7 @@ def _plan(n_dates, start_index, order=1, history_begin=0, h=0.25):
     return MonitorPlan(
         axis=axis, design=build_design(axis, order, True), starts=axis.time[[start_index]],
         monitor_begin=np.array([start_index]), history="fixed", history_begin=history_begin,
-        h=h, critval=critical_value(h, 10, 0.05), level_roc=0.05, roc_lambda=ROC_LAMBDA_05,
+        process_type="OLS-MOSUM", h=h, critval=critical_value(h, 10, 0.05), level_roc=0.05, roc_lambda=ROC_LAMBDA_05,
         nodata=None, return_process=False,
     )
 
@@ -350,15 +368,15 @@ for raw_type in (nt.int16, nt.float32, nt.float64):
     raw = A(raw_type, 2)
     checks += [
         (kern.clean_transpose_kernel(32, 8), (raw, b1, f8, A(f8, 2))),
-        (kern.count_kernel, (raw, b1, f8, A(i4, 1), A(i4, 2), A(i4, 3), A(f8, 3))),
+        (kern.count_kernel, (raw, b1, f8, A(i4, 1), A(i4, 2), A(i8, 1), i8, A(i4, 3), A(f8, 3))),
         (kern.history_mask_kernel, (raw, b1, f8, A(i4, 2), i8, i8, A(u1, 2))),
         (kern.masked_xty_kernel, (A(f8, 2), raw, A(u1, 2), A(f8, 2))),
     ]
-for k in (1, 8):
+for k in (1, 8, 24):
     checks += [
         (kern.solve_kernel(k, 8), (A(f8, 3), A(f8, 2), A(f8, 2), A(i4, 1))),
         (kern.monitor_kernel(k, 256), (A(f8, 2), A(f8, 2), A(f8, 2), A(i4, 1), A(i4, 2),
-                                       A(i1, 2), i8, f8, f8, b1, A(i4, 3), A(f8, 3),
+                                       A(i1, 2), i8, f8, f8, b1, b1, A(i4, 3), A(f8, 3),
                                        A(f8, 2), A(f8, 2), A(i4, 2), A(f8, 3), A(f8, 3))),
         (kern.gram_kernel(k, min(16, k), 32, 8), (A(f8, 2), A(u1, 2), A(f8, 3))),
     ]
@@ -373,7 +391,7 @@ def test_cuda_kernels_compile_to_ptx():
     """The simulator neither types nor compiles kernels: compile them all to PTX with
     NVVM where its libraries are installed (pip nvidia-cuda-nvcc-cu12 and
     nvidia-cuda-nvrtc-cu12 on LD_LIBRARY_PATH; no GPU needed), else skip."""
-    check_ptx(_PTX_CHECK, 18)
+    check_ptx(_PTX_CHECK, 21)
 
 
 def test_cuda_keeps_pixel_shapes_and_empty_batches():

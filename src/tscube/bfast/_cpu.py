@@ -1024,14 +1024,6 @@ def masked_gram_blas(values, nodata, X, XX, first: int, stop: int, chunk: int = 
     return G, b
 
 
-def season_levels(design, n_dates: int) -> tuple[np.ndarray, int]:
-    """The season level of every date (zeros without season dummies) and the bit mask of
-    all levels a history must hold (0: no such check), as the kernels take them."""
-    if design.season_level is None:
-        return np.zeros(n_dates, dtype=np.int64), 0
-    return np.ascontiguousarray(design.season_level, dtype=np.int64), design.season_mask
-
-
 def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> dict[str, np.ndarray]:
     """Run BFAST Monitor on ``values`` of shape ``(T, P)``; outputs are ``(S, P)``.
 
@@ -1055,7 +1047,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     first_hist, flagged = _cpu_history.history_first(values, plan)
     X = plan.design.matrix
     k = X.shape[1]
-    levels, all_levels = season_levels(plan.design, n_dates)
+    levels, all_levels = plan.design.kernel_levels()
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
     monitor_begin = plan.monitor_begin.astype(np.int64)
     outputs = (

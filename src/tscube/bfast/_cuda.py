@@ -58,8 +58,10 @@ def _next_power_of_two(n: int) -> int:
 
 def _bytes_per_pixel(n_dates: int, k: int, n_starts: int, itemsize: int, process: bool) -> int:
     """Device bytes one pixel needs in one buffer set (kept in step with ``_Buffers``)."""
+    from . import _cuda_kernels as kern
+
     per_date = itemsize + 8 + 1 + 8 + 8 + 4  # raw, y_rows, mask, r_buf, r_comp, keys
-    per_start = 4 + 1 + 4 * 7 + 8 * 5  # history_begin, flag, int and float outputs
+    per_start = 4 + 1 + 4 * kern.N_INT + 8 * kern.N_FLOAT  # history_begin, flag, int and float outputs
     fixed = 8 * k * k + 8 * 2 * k + 4  # G, b, beta, singular
     return n_dates * per_date + n_starts * per_start + fixed + (16 * n_starts * n_dates if process else 0)
 
@@ -68,6 +70,8 @@ class _Buffers:
     """One stream with its device arrays and pinned host staging for ``chunk`` pixels."""
 
     def __init__(self, cuda, n_dates, k, n_starts, chunk, raw_dtype, process):
+        from . import _cuda_kernels as kern
+
         self.stream = cuda.stream()
         self.chunk = chunk
         self.pending = None  # (start, stop, steps) of the chunk in flight (stream_chunks)
@@ -75,13 +79,13 @@ class _Buffers:
         self.h_raw = pin(n_dates * chunk, raw_dtype)
         self.h_begin = pin(n_starts * chunk, np.int32)
         self.h_flag = pin(n_starts * chunk, np.int8)
-        self.h_int = pin(7 * n_starts * chunk, np.int32)
-        self.h_float = pin(5 * n_starts * chunk, np.float64)
+        self.h_int = pin(kern.N_INT * n_starts * chunk, np.int32)
+        self.h_float = pin(kern.N_FLOAT * n_starts * chunk, np.float64)
         self.d_raw = dev(n_dates * chunk, raw_dtype)
         self.d_begin = dev(n_starts * chunk, np.int32)
         self.d_flag = dev(n_starts * chunk, np.int8)
-        self.d_int = dev(7 * n_starts * chunk, np.int32)
-        self.d_float = dev(5 * n_starts * chunk, np.float64)
+        self.d_int = dev(kern.N_INT * n_starts * chunk, np.int32)
+        self.d_float = dev(kern.N_FLOAT * n_starts * chunk, np.float64)
         self.d_y = dev(n_dates * chunk, np.float64)
         self.d_mask = dev(n_dates * chunk, np.uint8)
         self.d_r = dev(n_dates * chunk, np.float64)
@@ -194,6 +198,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
     monitor = kern.monitor_kernel(k, tpb_pixel)
     d_X = cuda.to_device(np.ascontiguousarray(X, dtype=np.float64))
     d_monitor_begin = cuda.to_device(np.asarray(plan.monitor_begin, dtype=np.int32))
+    levels, all_levels = plan.design.kernel_levels()
+    d_levels = cuda.to_device(levels)
     axis_time = np.asarray(plan.axis.time, dtype=np.float64)
 
     buffers = _KEPT.get(key, chunk, 2 if n_pixels > chunk else 1,
@@ -218,8 +224,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         d_begin.copy_to_device(h_begin, stream=stream)
         d_flag.copy_to_device(h_flag, stream=stream)
         mark("h2d")
-        d_int = view(buf.d_int, 7, n_starts, m)
-        d_float = view(buf.d_float, 5, n_starts, m)
+        d_int = view(buf.d_int, kern.N_INT, n_starts, m)
+        d_float = view(buf.d_float, kern.N_FLOAT, n_starts, m)
         d_y = view(buf.d_y, m, n_dates)
         d_mask = view(buf.d_mask, n_dates, m)
         d_r = view(buf.d_r, m, n_dates)
@@ -239,7 +245,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         transpose[grid_t, (tile_t, rows_t), stream](d_raw, has_nodata, nodata, d_y)
         mark("transpose")
         kern.count_kernel[(m + tpb - 1) // tpb, tpb, stream](
-            d_raw, has_nodata, nodata, d_monitor_begin, d_begin, d_int, d_float)
+            d_raw, has_nodata, nodata, d_monitor_begin, d_begin, d_levels, all_levels, d_int, d_float)
         mark("count")
         grid_e = (n_dates * m + tpb - 1) // tpb
         grid_g = ((m + tile_pixels - 1) // tile_pixels, (k + tile_k - 1) // tile_k,
@@ -257,11 +263,11 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
             mark("solve")
             monitor[m, tpb_pixel, stream](
                 d_X, d_y, d_beta, d_singular, d_begin, d_flag, s, float(plan.h),
-                float(plan.critval), bool(plan.return_process), d_int, d_float, d_r, d_rc,
+                float(plan.critval), bool(plan.cusum), bool(plan.return_process), d_int, d_float, d_r, d_rc,
                 d_keys, d_proc, d_bnd)
             mark("monitor")
-        d_int.copy_to_host(view(buf.h_int, 7, n_starts, m), stream=stream)
-        d_float.copy_to_host(view(buf.h_float, 5, n_starts, m), stream=stream)
+        d_int.copy_to_host(view(buf.h_int, kern.N_INT, n_starts, m), stream=stream)
+        d_float.copy_to_host(view(buf.h_float, kern.N_FLOAT, n_starts, m), stream=stream)
         if plan.return_process:
             d_proc.copy_to_host(view(buf.h_proc, n_starts, n_dates, m), stream=stream)
             d_bnd.copy_to_host(view(buf.h_bnd, n_starts, n_dates, m), stream=stream)
@@ -270,8 +276,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
 
     def collect(buf: _Buffers, p0: int, p1: int) -> None:
         m = p1 - p0
-        ints = view(buf.h_int, 7, n_starts, m)
-        floats = view(buf.h_float, 5, n_starts, m)
+        ints = view(buf.h_int, kern.N_INT, n_starts, m)
+        floats = view(buf.h_float, kern.N_FLOAT, n_starts, m)
         cols = slice(p0, p1)
         index = ints[kern.I_BREAK]
         outputs["break_index"][:, cols] = index
@@ -283,7 +289,8 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         first = ints[kern.I_FIRST]
         outputs["history_start"][:, cols] = np.where(first >= 0, axis_time[np.maximum(first, 0)], np.nan)
         for name, row in (("magnitude", kern.F_MAGNITUDE), ("mosum_mean", kern.F_MEAN),
-                          ("statistic", kern.F_STATISTIC), ("sigma", kern.F_SIGMA)):
+                          ("statistic", kern.F_STATISTIC), ("sigma", kern.F_SIGMA), ("rmse", kern.F_RMSE),
+                          ("relative_magnitude", kern.F_RELATIVE)):
             outputs[name][:, cols] = floats[row]
         if plan.return_process:
             outputs["process"][:, :, cols] = view(buf.h_proc, n_starts, n_dates, m)

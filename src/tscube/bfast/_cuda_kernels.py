@@ -10,7 +10,8 @@ size becomes one kernel, padded to the largest size of the batch.
   float64 rows ``(P, T)``, missing (NaN, inf, nodata) to NaN; a shared-memory tile
   transpose (preprocessing).
 * ``count_kernel``: thread per pixel; valid and inf counts, and per start the history
-  and monitoring counts, first history date and ``max |y_history|`` (ker 8's n̄).
+  and monitoring counts, first history date, ``max |y_history|`` (ker 8's n̄) and
+  whether the history holds every season level (season dummies).
 * ``history_mask_kernel``: ``mask_t[t, p]`` = valid and inside the history window.
 * masked Gram of :mod:`tscube.parallel`: ``G[p] = Σ_t mask x_t x_tᵀ``, register tiled
   (ker 1-2, Fig. 4b).
@@ -18,7 +19,7 @@ size becomes one kernel, padded to the largest size of the batch.
 * ``solve_kernel``: equilibrated Cholesky in shared memory, the singular test and
   ``β = G⁻¹ b`` (ker 3 and 5, the Fig. 5 pattern).
 * ``monitor_kernel``: block per pixel; residuals, compaction, σ, magnitude by selection,
-  MOSUM by scan, first break by reduction (ker 6-10).
+  MOSUM (or CUSUM) by scan, first break by reduction (ker 6-10).
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ from ..parallel._cuda import (  # noqa: F401  (clean_transpose_kernel: used thro
 from .plan import PERFECT_FIT_RTOL, SINGULAR_PIVOT_TOL
 from .result import BfastStatus
 
-#: Rows of the packed integer output ``(N_INT, S, P)``.
-I_BREAK, I_STATUS, I_NVALID, I_NHIST, I_NMON, I_NINF, I_FIRST = range(7)
-N_INT = 7
+#: Rows of the packed integer output ``(N_INT, S, P)``; ``I_LEVELS`` is 1 when the history
+#: holds every season level (or the design has no season dummies).
+I_BREAK, I_STATUS, I_NVALID, I_NHIST, I_NMON, I_NINF, I_FIRST, I_LEVELS = range(8)
+N_INT = 8
 #: Rows of the packed float output ``(N_FLOAT, S, P)``; ``F_YMAX`` is ``max |y_history|``.
-F_MAGNITUDE, F_MEAN, F_STATISTIC, F_SIGMA, F_YMAX = range(5)
-N_FLOAT = 5
+F_MAGNITUDE, F_MEAN, F_STATISTIC, F_SIGMA, F_YMAX, F_RMSE, F_RELATIVE = range(7)
+N_FLOAT = 7
 
 #: Largest block of the per-pixel monitor kernel: it uses ~70 registers per thread
 #: (ptxas, sm_80), so 1024 threads would exceed the 64 Ki registers of a block.
@@ -107,11 +109,12 @@ def log_plus(x):
 
 
 @cuda.jit
-def count_kernel(raw, has_nodata, nodata, monitor_begin, history_begin, i_out, f_out):
+def count_kernel(raw, has_nodata, nodata, monitor_begin, history_begin, levels, all_levels, i_out, f_out):
     """Thread per pixel (reads of ``raw[t, :]`` coalesced): the counts of every start.
 
     ``n_valid``, ``n_inf``; per start ``n_history``, ``n_monitor``, the first history
-    index and ``max |y_history|`` (the PERFECT_FIT scale).
+    index, ``max |y_history|`` (the PERFECT_FIT scale) and whether the history holds
+    every season level (bits of ``levels[t]`` against ``all_levels``; 0 = no dummies).
     """
     p = cuda.grid(1)
     n_dates, n_pixels = raw.shape
@@ -132,6 +135,7 @@ def count_kernel(raw, has_nodata, nodata, monitor_begin, history_begin, i_out, f
         n_mon = 0
         first = -1
         y_max = 0.0
+        seen = numba.int64(0)
         for t in range(min(first_eligible, begin), n_dates):
             v = numba.float64(raw[t, p])
             if is_valid(v, has_nodata, nodata):
@@ -139,10 +143,12 @@ def count_kernel(raw, has_nodata, nodata, monitor_begin, history_begin, i_out, f
                     n_mon += 1
                 elif t >= first_eligible:
                     n_hist += 1
+                    seen |= numba.int64(1) << levels[t]
                     if first < 0:
                         first = t
                     if abs(v) > y_max:
                         y_max = abs(v)
+        i_out[I_LEVELS, s, p] = 1 if all_levels == 0 or seen == all_levels else 0
         i_out[I_NVALID, s, p] = n_valid
         i_out[I_NINF, s, p] = n_inf
         i_out[I_NHIST, s, p] = n_hist
@@ -282,22 +288,23 @@ def solve_kernel(k: int, tpb: int):
 def monitor_kernel(k: int, tpb: int):
     """Kernel of one monitoring start, block per pixel (paper ker 6-10).
 
-    Arguments ``(X, y_rows, beta, singular, history_begin, flagged, s, h, critval,
+    Arguments ``(X, y_rows, beta, singular, history_begin, flagged, s, h, critval, cusum,
     return_process, i_out, f_out, r_buf, r_comp, keys, proc_out, bnd_out)``.
 
     Per pixel: status by precedence; residuals of every valid observation from the
     history start on (ker 6-7); their compaction with keys (``block_compact_row``,
-    ker 7); σ from the block sum of the squared history residuals (ker 8); magnitude as
-    the median monitoring residual by rank selection; the MOSUM window sums as
-    differences of the inclusive float64 scan of the compacted residuals (ker 9-10);
-    ``statistic`` by a max reduction, ``mosum_mean`` by a sum, the first crossing by a
-    min-index reduction.
+    ker 7); σ and the RMSE from the block sum of the squared history residuals (ker 8);
+    magnitude as the median monitoring residual by rank selection, relative to the mean
+    prediction (a block sum); the inclusive float64 scan of the compacted residuals
+    (ker 9-10), whose differences are the MOSUM window sums and whose values are the
+    CUSUM process (``cusum``); ``statistic`` by a max reduction, ``mosum_mean`` by a sum,
+    the first crossing by a min-index reduction.
     """
     scan_size = scan_shared_size(2 * tpb)
     perfect_rtol = PERFECT_FIT_RTOL
 
     @cuda.jit
-    def monitor(X, y_rows, beta, singular, history_begin, flagged, s, h, critval,
+    def monitor(X, y_rows, beta, singular, history_begin, flagged, s, h, critval, cusum,
                 return_process, i_out, f_out, r_buf, r_comp, keys, proc_out, bnd_out):
         p = cuda.blockIdx.x
         tid = cuda.threadIdx.x
@@ -326,7 +333,7 @@ def monitor_kernel(k: int, tpb: int):
             status = _TOO_FEW
         elif n_mon == 0:
             status = _NO_MONITOR
-        elif singular[p] != 0:
+        elif singular[p] != 0 or i_out[I_LEVELS, s, p] == 0:
             status = _SINGULAR
         if status >= 0:  # uniform over the block: nothing more to compute
             if tid == 0:
@@ -336,6 +343,8 @@ def monitor_kernel(k: int, tpb: int):
                 f_out[F_MEAN, s, p] = math.nan
                 f_out[F_STATISTIC, s, p] = math.nan
                 f_out[F_SIGMA, s, p] = math.nan
+                f_out[F_RMSE, s, p] = math.nan
+                f_out[F_RELATIVE, s, p] = math.nan
             return
 
         # ker 6-7: residuals of the valid observations from the history start on
@@ -363,6 +372,14 @@ def monitor_kernel(k: int, tpb: int):
         red_f[tid] = partial
         rss = block_sum(red_f)
         sigma = math.sqrt(rss / (n - k))
+        rmse = math.sqrt(rss / n)
+
+        # the mean prediction over the monitoring observations (for the relative magnitude)
+        partial = 0.0
+        for i in range(tid, n_mon, tpb):
+            partial += y_rows[p, keys[p, n + i]] - r_comp[p, n + i]
+        red_f[tid] = partial
+        expected = block_sum(red_f)
 
         # magnitude: median of the monitoring residuals by rank selection
         if tid == 0:
@@ -387,6 +404,7 @@ def monitor_kernel(k: int, tpb: int):
                 chosen[1] = v
         cuda.syncthreads()
         magnitude = (chosen[0] + chosen[1]) / 2.0
+        relative = magnitude / (expected / n_mon) if expected != 0.0 else math.nan
 
         if sigma <= perfect_rtol * f_out[F_YMAX, s, p]:  # uniform
             if tid == 0:
@@ -396,9 +414,11 @@ def monitor_kernel(k: int, tpb: int):
                 f_out[F_MEAN, s, p] = math.nan
                 f_out[F_STATISTIC, s, p] = math.nan
                 f_out[F_SIGMA, s, p] = sigma
+                f_out[F_RMSE, s, p] = rmse
+                f_out[F_RELATIVE, s, p] = relative
             return
 
-        # ker 9-10: MOSUM window sums = differences of the inclusive scan
+        # ker 9-10: MOSUM window sums = differences of the inclusive scan; CUSUM = the scan
         block_scan_row(r_comp[p, :count], r_buf[p, :count], scan_f, False, 0.0)
         cuda.syncthreads()
         scale = sigma * math.sqrt(numba.float64(n))
@@ -408,8 +428,13 @@ def monitor_kernel(k: int, tpb: int):
         first = -1
         for j in range(tid, n_mon, tpb):
             at = n + j
-            process = (r_buf[p, at] - r_buf[p, at - window]) / scale
-            boundary = critval * math.sqrt(2.0 * log_plus((n + 1 + j) / n))
+            x = (n + 1 + j) / n
+            if cusum:
+                process = r_buf[p, at] / scale
+                boundary = math.sqrt(x * (x - 1.0) * (critval * critval + math.log(x / (x - 1.0))))
+            else:
+                process = (r_buf[p, at] - r_buf[p, at - window]) / scale
+                boundary = critval * math.sqrt(2.0 * log_plus(x))
             size = abs(process)
             if math.isnan(process) or math.isinf(process):
                 local_bad += 1.0
@@ -439,6 +464,8 @@ def monitor_kernel(k: int, tpb: int):
             f_out[F_MEAN, s, p] = total / n_mon
             f_out[F_STATISTIC, s, p] = statistic
             f_out[F_SIGMA, s, p] = sigma
+            f_out[F_RMSE, s, p] = rmse
+            f_out[F_RELATIVE, s, p] = relative
 
     return monitor
 

@@ -41,6 +41,13 @@ class Design:
         levels = 1 + sum(name.startswith("season") for name in self.names)
         return (1 << levels) - 1
 
+    def kernel_levels(self) -> tuple[np.ndarray, int]:
+        """The season level of every date as int64 (zeros without season dummies) and
+        :attr:`season_mask` (0: no check), as the fast engines' kernels take them."""
+        if self.season_level is None:
+            return np.zeros(self.matrix.shape[0], dtype=np.int64), 0
+        return np.ascontiguousarray(self.season_level, dtype=np.int64), self.season_mask
+
     @property
     def k(self) -> int:
         return self.matrix.shape[1]
