@@ -122,6 +122,20 @@ def test_monitor_parameters_reach_the_algorithm(tmp_path, folder, cube):
     assert back.attrs["h"] == 0.5 and back.attrs["order"] == 1
 
 
+@pytest.mark.parametrize("model", [["--order", "0", "--season"], ["--h", "0.3", "--end", "4"]])
+def test_monitor_model_options_reach_the_algorithm(tmp_path, folder, cube, model):
+    """--season and --type, and h/end outside R's table (simulated critical value)."""
+    raw, dates = cube
+    out = tmp_path / "breaks.tif"
+    result = tscube("monitor", folder, "--start", f"{dates[40]:%Y-%m-%d}", "--freq", 23, *model, "--type",
+                    "OLS-CUSUM", "-o", out, "--engine", ENGINE, "--no-progress")
+    assert result.exit_code == 0, result.output
+    options = dict(order=0, season=True) if "--season" in model else dict(h=0.3, end=4)
+    expected = bfast_monitor(raw, dates, dates[40], freq=23, nodata=NODATA, type="OLS-CUSUM", engine=ENGINE, **options)
+    assert np.isfinite(expected.rmse).any() and np.isfinite(expected.relative_magnitude).any()
+    assert_geotiff_equals(out, expected.to_dict(), CRS, TRANSFORM)
+
+
 def test_monitor_multiband_with_dates_file_on_workers(tmp_path, cube):
     raw, dates = cube
     stack = write_tif(tmp_path / "stack.tif", raw)
@@ -246,9 +260,11 @@ ERROR_CASES = {
     "ambiguous start": (["monitor", "{folder}", "--start", "01/02/2020"], "--start '01/02/2020' is not a date"),
     "start as a time stamp": (["monitor", "{folder}", "--start", "2030-01-01T00:00"],
                               "start 2030-01-01 (= 2030"),
-    "unsupported h": (["monitor", *STACK, "--start", "{start}", "--h", "0.3"], "h = 0.3 is not supported"),
-    "unsupported end": (["monitor", *STACK, "--start", "{start}", "--end", "3"], "end = 3 is not supported"),
-    "unsupported level": (["monitor", *STACK, "--start", "{start}", "--level", "0.5"], "level"),
+    "unsupported h": (["monitor", *STACK, "--start", "{start}", "--h", "1.3"], r"h = 1.3 must lie in (0, 1]"),
+    "unsupported end": (["monitor", *STACK, "--start", "{start}", "--end", "0.5"], r"end = 0.5 must lie in (1, 100]"),
+    "unsupported level": (["monitor", *STACK, "--start", "{start}", "--level", "1.5"], "level"),
+    "unsupported type": (["monitor", *STACK, "--start", "{start}", "--type", "RE"], "type must be one of"),
+    "season with harmonics": (["monitor", *STACK, "--start", "{start}", "--season"], "season=True with order=0"),
     "unsupported engine": (["monitor", *STACK, "--start", "{start}", "--engine", "gpu"], "engine must be"),
     "unsupported history": (["monitor", *STACK, "--start", "{start}", "--history", "recent"], "--history"),
     "unsupported output": (["monitor", *STACK, "--start", "{start}", "-o", "{tmp}/out.png"], "unsupported suffix"),

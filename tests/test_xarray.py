@@ -154,7 +154,9 @@ def test_parameter_errors_are_raised_before_computing(cube_da):
     with pytest.raises(ValueError, match="after the last date"):
         bfast_monitor_xarray(lazy, "2030-01-01", freq=23)
     with pytest.raises(ValueError, match="h"):
-        bfast_monitor_xarray(lazy, cube_da.time.values[138], freq=23, h=0.3)
+        bfast_monitor_xarray(lazy, cube_da.time.values[138], freq=23, h=1.3)
+    with pytest.raises(ValueError, match="type"):
+        bfast_monitor_xarray(lazy, cube_da.time.values[138], freq=23, type="ME")
     with pytest.raises(ValueError, match="engine"):
         bfast_monitor_xarray(lazy, cube_da.time.values[138], freq=23, engine="gpu")
 

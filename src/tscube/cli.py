@@ -263,9 +263,14 @@ Start = Annotated[str, typer.Option(help="Start of monitoring: YYYY-MM-DD, decim
 Freq = Annotated[Optional[int], typer.Option(help="Observations per year of the time grid (23: 16-day, 12: monthly); default daily.")]
 History = Annotated[str, typer.Option(help="Stable history: ROC (default, as R), BP, all or a start date.")]
 Order = Annotated[int, typer.Option(help="Harmonic order of the seasonal model.")]
-Bandwidth = Annotated[float, typer.Option("--h", help="MOSUM bandwidth (0.25, 0.5 or 1).")]
+Season = Annotated[bool, typer.Option("--season", help=(
+    "Seasonal dummies instead of harmonics (R's response ~ trend + season; needs --order 0)."))]
+ProcessType = Annotated[str, typer.Option("--type", help="Monitoring process: OLS-MOSUM (default, as R) or OLS-CUSUM.")]
+Bandwidth = Annotated[float, typer.Option("--h", help=(
+    "MOSUM bandwidth, a fraction of the history in (0, 1]; R's table has 0.25, 0.5, 1 (others: simulated critical value)."))]
 Level = Annotated[float, typer.Option(help="Significance level of the monitoring test.")]
-End = Annotated[float, typer.Option(help="Monitoring horizon of the critical values (2, 4, 6, 8, 10).")]
+End = Annotated[float, typer.Option(help=(
+    "Monitoring horizon of the MOSUM critical value, in history sizes; R's table has 2, 4, 6, 8, 10 (others: simulated)."))]
 NoTrend = Annotated[bool, typer.Option("--no-trend", help="Fit the seasonal model without a trend.")]
 
 
@@ -280,18 +285,27 @@ class BfastInput:
     freq: Optional[int]
     history: str
     order: int
+    season: bool
+    process_type: str
     h: float
     level: float
     end: float
     no_trend: bool
     nodata: Optional[float]
 
+    def model(self) -> dict:
+        """The model's keyword arguments of :func:`tscube.bfast_monitor` (all but start,
+        history and the input's reading), as the CLI records them for a resumable run."""
+        return dict(freq=self.freq, order=self.order, trend=not self.no_trend, season=self.season,
+                    type=self.process_type, h=self.h, level=self.level, end=self.end, nodata=self.nodata)
+
 
 #: (name, option type, default) of each BfastInput field, in --help order.
 _BFAST_INPUT_OPTIONS = (
     ("dates", DatesFile, None), ("date_pattern", DatePattern, None), ("variable", Variable, None),
-    ("freq", Freq, None), ("history", History, "ROC"), ("order", Order, 3), ("h", Bandwidth, 0.25),
-    ("level", Level, 0.05), ("end", End, 10), ("no_trend", NoTrend, False), ("nodata", Nodata, None),
+    ("freq", Freq, None), ("history", History, "ROC"), ("order", Order, 3), ("season", Season, False),
+    ("process_type", ProcessType, "OLS-MOSUM"), ("h", Bandwidth, 0.25), ("level", Level, 0.05), ("end", End, 10),
+    ("no_trend", NoTrend, False), ("nodata", Nodata, None),
 )
 
 
@@ -395,7 +409,7 @@ def monitor(
     output: Annotated[Path, typer.Option("-o", "--output", help="Result file: .tif (one band per output), .nc or .zarr.")],
     bfast: BfastInput,
     stac: StacInput,
-    process: Annotated[bool, typer.Option("--process", help="Also write the MOSUM process/boundary (.nc/.zarr only).")] = False,
+    process: Annotated[bool, typer.Option("--process", help="Also write the monitoring process/boundary (.nc/.zarr only).")] = False,
     engine: Annotated[str, typer.Option(help="auto, reference, cpu or cuda.")] = "auto",
     workers: Workers = None,
     scheduler: Scheduler = None,
@@ -419,13 +433,11 @@ def monitor(
         typer.echo(f"{_input_name(input_path)}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
                    f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
         template = bfast_monitor_xarray(
-            da, start_value, freq=bfast.freq, history=history_value, order=bfast.order, h=bfast.h,
-            level=bfast.level, end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata,
-            return_process=process, engine=engine, memory=memory)
+            da, start_value, history=history_value, **bfast.model(), return_process=process, engine=engine,
+            memory=memory)
         typer.echo(f"BFAST Monitor ({template.attrs['engine']} engine)")
-        params = dict(start=start, freq=bfast.freq, history=bfast.history, order=bfast.order, h=bfast.h,
-                      level=bfast.level, end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata,
-                      process=process, engine=engine, variable=bfast.variable, date_pattern=bfast.date_pattern)
+        params = dict(start=start, history=bfast.history, **bfast.model(), process=process, engine=engine,
+                      variable=bfast.variable, date_pattern=bfast.date_pattern)
         if "stac_index" in da.attrs:
             params.update(stac.params())
         with dask_client(workers, scheduler) as client:
@@ -447,7 +459,7 @@ def breaks_command(
     freq: Freq = None,
     order: Order = 3,
     no_trend: NoTrend = False,
-    season: Annotated[bool, typer.Option("--season", help="Seasonal dummies instead of harmonics (needs --order 0).")] = False,
+    season: Season = False,
     h: Annotated[float, typer.Option("--h", help="Minimum segment size: a fraction of the observations, or a number of them.")] = 0.15,
     breaks: Annotated[str, typer.Option(help="Number of breaks: LWZ, BIC, RSS, all, or a number.")] = "LWZ",
     max_breaks: Annotated[Optional[int], typer.Option(help="Consider at most this many breaks.")] = None,
@@ -582,9 +594,8 @@ def plot_pixel_command(
         history_value = _parse_history(bfast.history)
         da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, None, stac)
         row, col, how = locate_pixel(da, x, y, coords)
-        fig = plot_pixel(da, start=start_value, x=x, y=y, coords=coords, freq=bfast.freq, order=bfast.order,
-                         trend=not bfast.no_trend, h=bfast.h, level=bfast.level, end=bfast.end,
-                         history=history_value, nodata=bfast.nodata, figsize=(width / dpi, height / dpi))
+        fig = plot_pixel(da, start=start_value, x=x, y=y, coords=coords, history=history_value, **bfast.model(),
+                         figsize=(width / dpi, height / dpi))
         result = fig.tscube_result
         where = f"row {row}, col {col}" + (f" (map x={x:.10g}, y={y:.10g})" if how == "map" else "")
         status = result.status_counts()

@@ -101,7 +101,8 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
         Engine of :func:`tscube.bfast_monitor` (one pixel: "reference" is fastest to start).
     **kwargs
         Other arguments of :func:`tscube.bfast_monitor` (``freq``, ``order``, ``trend``,
-        ``h``, ``level``, ``end``, ``history``, ``nodata``), with its defaults.
+        ``season``, ``type``, ``h``, ``level``, ``end``, ``history``, ``nodata``), with its
+        defaults.
     title : str, optional
         Figure title (default: pixel, status, break date, magnitude).
     figsize : (float, float)
@@ -114,8 +115,8 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
         (green) and the monitoring period (black); missing dates as grey ticks at the
         bottom; the season-trend model fitted on the stable history (blue; dashed where
         it predicts the monitoring period); the start of monitoring (black dashed) and
-        the detected break (red dashed). Bottom axes: the MOSUM process and its
-        +-boundary. Lines carry gids ``"fit"``, ``"start"``, ``"break"``, ``"process"``,
+        the detected break (red dashed). Bottom axes: the monitoring process (MOSUM or
+        CUSUM) and its +-boundary. Lines carry gids ``"fit"``, ``"start"``, ``"break"``, ``"process"``,
         ``"boundary"``; the BFAST Monitor result is ``fig.tscube_result``.
     """
     from matplotlib.transforms import blended_transform_factory
@@ -153,7 +154,7 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
                 label=f"missing ({int(missing.sum())})", zorder=2)
 
     if status in MONITORED or status == BfastStatus.PERFECT_FIT:
-        design = build_design(axis, int(result.attrs["order"]), bool(result.attrs["trend"]))
+        design = build_design(axis, int(result.attrs["order"]), bool(result.attrs["trend"]), bool(result.attrs["season"]))
         X = design.matrix
         beta = np.linalg.lstsq(X[stable], values[stable], rcond=None)[0]
         first = int(np.flatnonzero(stable)[0])
@@ -182,17 +183,18 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
     process = result.process[:, 0]
     boundary = result.boundary[:, 0]
     shown = np.isfinite(process)
+    kind = result.attrs["type"]
     if shown.any():
-        (line,) = ax_mosum.plot(t[shown], process[shown], "-o", ms=2.5, color="black", lw=1, label="MOSUM process")
+        (line,) = ax_mosum.plot(t[shown], process[shown], "-o", ms=2.5, color="black", lw=1, label=f"{kind[4:]} process")
         line.set_gid("process")
         (line,) = ax_mosum.plot(t[shown], boundary[shown], color="#d7301f", lw=1.2, label="boundary")
         line.set_gid("boundary")
         ax_mosum.plot(t[shown], -boundary[shown], color="#d7301f", lw=1.2)
         ax_mosum.axhline(0, color="0.6", lw=0.8)
     else:
-        ax_mosum.text(0.5, 0.5, f"no MOSUM process (status {status.name})", ha="center", va="center",
+        ax_mosum.text(0.5, 0.5, f"no {kind[4:]} process (status {status.name})", ha="center", va="center",
                       transform=ax_mosum.transAxes, color="0.4")
-    ax_mosum.set_ylabel("OLS-MOSUM")
+    ax_mosum.set_ylabel(kind)
     ax_mosum.set_xlabel("time (decimal year)")
     ax_mosum.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     if title is None:

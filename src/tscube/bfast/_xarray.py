@@ -13,16 +13,18 @@ _BFAST_VARIABLE_ATTRS = {
     "break_time": dict(long_name="time of the first break", units="decimal year"),
     "break_index": dict(long_name="index of the first break on the time axis (-1: no break)"),
     "magnitude": dict(long_name="median residual of the monitoring period"),
-    "mosum_mean": dict(long_name="mean of the OLS-MOSUM process over the monitoring period"),
-    "statistic": dict(long_name="max |MOSUM| over the monitoring period"),
+    "relative_magnitude": dict(long_name="magnitude over the mean model prediction of the monitoring period"),
+    "mosum_mean": dict(long_name="mean of the monitoring process (OLS-MOSUM or OLS-CUSUM) over the monitoring period"),
+    "statistic": dict(long_name="max |process| over the monitoring period"),
     "sigma": dict(long_name="residual standard error of the history fit"),
+    "rmse": dict(long_name="root mean squared residual of the history fit"),
     "history_start": dict(long_name="start of the stable history", units="decimal year"),
     "n_valid": dict(long_name="valid observations"),
     "n_history": dict(long_name="valid observations in the stable history"),
     "n_monitor": dict(long_name="valid observations in the monitoring period"),
     "n_inf": dict(long_name="infinite values (treated as missing)"),
-    "process": dict(long_name="OLS-MOSUM process"),
-    "boundary": dict(long_name="OLS-MOSUM boundary"),
+    "process": dict(long_name="monitoring process (OLS-MOSUM or OLS-CUSUM, attrs type)"),
+    "boundary": dict(long_name="boundary of the monitoring process"),
 }
 
 def _with_dates(da, dates, time_dim):
