@@ -57,9 +57,9 @@ def _quantile_standard_error(sample: np.ndarray, p: float) -> float:
 def test_simulation_reproduces_the_table():
     """At every one of the table's 750 points (h, end, 1 - alpha), the simulated quantile is
     within 4 standard errors of the tabled value, the error being the simulation's own
-    (30,000 paths) and the table's, taken as no larger (the table agrees with a 100,000-path
-    simulation to 1.2 of that simulation's standard errors, rms): so the simulation computes
-    strucchange's functional, on strucchange's grid."""
+    (30,000 paths) and the table's, taken as no larger (it is that of about 60,000 paths,
+    docs/bfast_monitor.md): so the simulation computes strucchange's functional, on
+    strucchange's grid."""
     sample = simulate_mosum_statistic(SUPPORTED_H, SUPPORTED_END, 30_000, seed=11)
     z = []
     for a, h in enumerate(SUPPORTED_H):
