@@ -105,12 +105,18 @@ def bfast_series(name: str) -> tuple[np.ndarray, np.ndarray, int]:
     return table["value"], table["time"], freq
 
 
+def _r_history(history):
+    """A fixture's history as tscube takes it: "all"/"ROC"/"BP", c(year, cycle) as a
+    tuple, a decimal year as a number."""
+    if isinstance(history, list):
+        return tuple(history) if len(history) == 2 else history[0]
+    return history
+
+
 def bfast_case_kwargs(case: dict) -> dict:
     """tscube.bfast_monitor keyword arguments reproducing an R fixture case."""
     formula = case["formula"]
-    history = case["history"]
-    if isinstance(history, list):
-        history = tuple(history) if len(history) == 2 else history[0]
+    history = _r_history(case["history"])
     values, times, freq = bfast_series(case["series"])
     return dict(
         data=values,
@@ -123,4 +129,32 @@ def bfast_case_kwargs(case: dict) -> dict:
         end=case["end"],
         history=history,
         freq=freq,
+    )
+
+
+EXT_FIXTURES = SHARED / "fixtures" / "r_bfastmonitor_ext"
+#: R formula of the extended fixtures -> (order, trend, season)
+EXT_FORMULAS = {
+    "trend+harmon": (3, True, False),
+    "trend+season": (0, True, True),
+    "season": (0, False, True),
+    "trend": (0, True, False),
+}
+
+
+@lru_cache(maxsize=1)
+def ext_cases() -> list[dict]:
+    """The R bfastmonitor cases beyond the default model (empty when ../shared is absent)."""
+    path = EXT_FIXTURES / "cases.json"
+    return json.loads(path.read_text())["cases"] if path.exists() else []
+
+
+def ext_kwargs(case: dict) -> dict:
+    """tscube.bfast_monitor keyword arguments reproducing an R fixture case."""
+    values, times, freq = bfast_series(case["series"])
+    order, trend, season = EXT_FORMULAS[case["formula"]]
+    history = _r_history(case["history"])
+    return dict(
+        data=values, dates=times, start=tuple(case["start"]), order=order, trend=trend, season=season,
+        type=case["type"], h=case["h"], level=case["level"], end=case["end"], history=history, freq=freq,
     )

@@ -4,45 +4,14 @@ types, which tscube does not implement, are refused with a clear error."""
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-
 import numpy as np
 import pytest
 
 from tscube import BfastStatus, bfast_monitor
 
-from conftest import SHARED, bfast_series
+from conftest import EXT_FIXTURES, ext_cases, ext_kwargs
 
-EXT_FIXTURES = SHARED / "fixtures" / "r_bfastmonitor_ext"
 pytestmark = pytest.mark.skipif(not EXT_FIXTURES.exists(), reason="../shared fixtures not available")
-
-#: R formula -> (order, trend, season)
-FORMULAS = {
-    "trend+harmon": (3, True, False),
-    "trend+season": (0, True, True),
-    "season": (0, False, True),
-    "trend": (0, True, False),
-}
-
-
-@lru_cache(maxsize=1)
-def ext_cases() -> list[dict]:
-    path = EXT_FIXTURES / "cases.json"
-    return json.loads(path.read_text())["cases"] if path.exists() else []
-
-
-def ext_kwargs(case: dict) -> dict:
-    """tscube.bfast_monitor keyword arguments reproducing an R fixture case."""
-    values, times, freq = bfast_series(case["series"])
-    order, trend, season = FORMULAS[case["formula"]]
-    history = case["history"]
-    if isinstance(history, list):
-        history = tuple(history) if len(history) == 2 else history[0]
-    return dict(
-        data=values, dates=times, start=tuple(case["start"]), order=order, trend=trend, season=season,
-        type=case["type"], h=case["h"], level=case["level"], end=case["end"], history=history, freq=freq,
-    )
 
 
 def _cases(predicate):

@@ -87,6 +87,27 @@ def test_plot_pixel_marks_the_detected_break_and_start(cube):
     assert f"missing ({int(np.isnan(values[:, 0, 1]).sum())})" in labels
 
 
+def test_plot_pixel_with_season_dummies_and_cusum(cube):
+    """The fitted line is the seasonal-dummy model's, the lower panel the CUSUM process."""
+    values, dates = cube
+    kwargs = dict(freq=23, history="all", order=0, season=True, type="OLS-CUSUM")
+    fig = plot_pixel(values, dates, dates[START_INDEX], x=1, y=0, **kwargs)
+    expected = bfast_monitor(values[:, 0, 1], dates, dates[START_INDEX], return_process=True, engine="reference",
+                             **kwargs)
+    assert expected.status == 0
+    ax, ax_process = fig.axes[:2]
+    (fit,) = lines_by_gid(ax, "fit")
+    axis = build_time_axis(dates, 23)
+    residuals = values[:, 0, 1][np.isin(axis.time, fit.get_xdata())] - fit.get_ydata()
+    residuals = residuals[np.isfinite(residuals)]
+    k = build_design(axis, 0, True, True).k
+    assert k == 24
+    assert np.sqrt(np.sum(residuals**2) / (residuals.size - k)) == pytest.approx(float(expected.sigma), rel=1e-9)
+    (process,) = lines_by_gid(ax_process, "process")
+    np.testing.assert_allclose(process.get_ydata(), expected.process[np.isfinite(expected.process)])
+    assert ax_process.get_ylabel() == "OLS-CUSUM" and process.get_label() == "CUSUM process"
+
+
 def test_plot_pixel_without_a_break_or_a_fit(cube):
     values, dates = cube
     quiet = plot_pixel(values, dates, dates[START_INDEX], x=4, y=0, freq=23, history="all")
