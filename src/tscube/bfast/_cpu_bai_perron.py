@@ -107,10 +107,11 @@ def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
 
 
 @njit(cache=True)
-def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P, Px):
+def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P, Px, refits=_REFITS):
     """Recursive residuals (strucchange ``recresid``) of ``count`` compacted rows from
     position ``first`` by ``step`` (+1 forward, -1 reversed): ``count - k`` values to
     ``out``. Returns the number of rows of the first full-rank fit (``count + 1`` if none).
+    After it, ``refits`` exact fits every k rows renew the Sherman–Morrison state.
 
     The products with ``P`` are taken row by row as R does: from the ill-conditioned
     ``k``-row start ``P`` is not symmetric to working precision, and the transposed (axpy)
@@ -120,7 +121,7 @@ def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P,
     for i in range(k, count):
         pos = first + step * i
         r = rows[pos]
-        refit = full_at > count or (i - full_at) % k == 0 and i - full_at <= _REFITS * k
+        refit = full_at > count or (i - full_at) % k == 0 and i - full_at <= refits * k
         if refit:
             nk = qr_fit_in_order(X, rows, y, first, step, i, Q, R, idx, beta, P)
             if nk == k and full_at > count:

@@ -28,6 +28,12 @@ from .history import ROC_LAMBDA_05
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
 
+#: Exact refits of the ROC recursive residuals after the first full-rank fit: one, k rows
+#: later, is enough for the known near-tie (tests/test_bfast_history.py); Bai–Perron's
+#: shorter segments take two.
+_ROC_REFITS = 1
+
+
 @njit(cache=True)
 def _fit_sigma(X, rows, y, n, full, Q, R, P, beta, idx):
     """Residual standard deviation of the OLS fit of all ``n`` compacted rows, after
@@ -146,7 +152,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                 if n <= k:
                     continue
                 if method_roc:
-                    full_at = recursive_residuals(X, rows, y, n - 1, -1, n, w, Q, R, idx, beta, Pinv, Px)
+                    full_at = recursive_residuals(X, rows, y, n - 1, -1, n, w, Q, R, idx, beta, Pinv, Px, _ROC_REFITS)
                     y_scale = 0.0
                     for j in range(n):
                         y_scale = max(y_scale, abs(y[j]))
