@@ -158,3 +158,26 @@ def ext_kwargs(case: dict) -> dict:
         data=values, dates=times, start=tuple(case["start"]), order=order, trend=trend, season=season,
         type=case["type"], h=case["h"], level=case["level"], end=case["end"], history=history, freq=freq,
     )
+
+
+def assert_bfast_matches_r(result, case: dict, *, rtol: float, magnitude_rtol: float, critval_rtol: float) -> None:
+    """A one-pixel ``bfast_monitor`` result equals an R fixture case: status OK, break time,
+    history start and size exactly; magnitude (``magnitude_rtol``, 1e-9 absolute), sigma,
+    process, statistic, process mean (``rtol``), boundary (1e-12) and critical value."""
+    assert result.status == 0
+    if case["breakpoint"] is None:
+        assert result.break_index == -1 and np.isnan(result.break_time)
+    else:
+        assert result.break_time == case["breakpoint"]
+    assert result.history_start == case["history_start"]
+    assert result.n_history == case["histsize"]
+    np.testing.assert_allclose(result.magnitude, case["magnitude"], rtol=magnitude_rtol, atol=1e-9)
+    np.testing.assert_allclose(result.sigma, case["sigma"], rtol=rtol)
+    process = result.process[np.isfinite(result.process)]
+    np.testing.assert_allclose(process, case["process"], rtol=rtol, atol=1e-12)
+    boundary = result.boundary[np.isfinite(result.boundary)]
+    np.testing.assert_allclose(boundary, case["boundary"], rtol=1e-12)
+    np.testing.assert_allclose(result.statistic, case["statistic"], rtol=rtol)
+    np.testing.assert_allclose(result.mosum_mean, np.mean(case["process"]), rtol=rtol, atol=1e-12)
+    assert result.attrs["critval"] == pytest.approx(case["critval"], rel=critval_rtol)
+

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tscube import BfastStatus, bfast_monitor
+from tscube import bfast_monitor
 
-from conftest import EXT_FIXTURES, ext_cases, ext_kwargs
+from conftest import EXT_FIXTURES, assert_bfast_matches_r, ext_cases, ext_kwargs
 
 pytestmark = pytest.mark.skipif(not EXT_FIXTURES.exists(), reason="../shared fixtures not available")
 
@@ -20,22 +20,8 @@ def _cases(predicate):
 
 
 def _assert_matches_r(result, case):
-    assert result.status == BfastStatus.OK
-    if case["breakpoint"] is None:
-        assert result.break_index == -1 and np.isnan(result.break_time)
-    else:
-        assert result.break_time == case["breakpoint"]
-    assert result.history_start == case["history_start"]
-    assert result.n_history == case["histsize"]
-    np.testing.assert_allclose(result.magnitude, case["magnitude"], rtol=0, atol=1e-9)
-    np.testing.assert_allclose(result.sigma, case["sigma"], rtol=1e-7)
-    process = result.process[np.isfinite(result.process)]
-    np.testing.assert_allclose(process, case["process"], rtol=1e-7, atol=1e-12)
-    boundary = result.boundary[np.isfinite(result.boundary)]
-    np.testing.assert_allclose(boundary, case["boundary"], rtol=1e-12)
-    np.testing.assert_allclose(result.statistic, case["statistic"], rtol=1e-7)
-    np.testing.assert_allclose(result.mosum_mean, np.mean(case["process"]), rtol=1e-7, atol=1e-12)
-    assert result.attrs["critval"] == pytest.approx(case["critval"], rel=1e-15)
+    """R's break and history exactly, floats within 1e-7 relative, R's critical value."""
+    assert_bfast_matches_r(result, case, rtol=1e-7, magnitude_rtol=0.0, critval_rtol=1e-15)
     # the new outputs, from R's own numbers: rmse = sigma sqrt((n - k) / n), and the
     # magnitude relative to the mean of R's monitoring predictions
     n, k = case["histsize"], len(case["coefficients"])
