@@ -3,9 +3,10 @@
 Same outputs and status codes as :mod:`tscube.bfast._reference`, organised for speed.
 Per pixel the work is Algorithm 1 of the BFAST GPU paper: masked Gram ``X'X`` and ``X'y``
 of the history, an equilibrated Cholesky solve (singular designs flagged), residuals,
-sigma, the OLS-MOSUM process by a running window sum over the valid observations, its
-boundary, the first crossing, the median monitoring residual (selection, not a sort) and
-the mean of the process. Three formulations (``config.CPU_BFAST_GRAM``), recorded side
+sigma, the OLS-MOSUM process by a running window sum over the valid observations
+(OLS-CUSUM: a running sum from the history start), its boundary, the first crossing, the
+median monitoring residual (selection, not a sort) and the mean of the process. With
+season dummies a history must also hold every cycle position (a bit mask per pixel). Three formulations (``config.CPU_BFAST_GRAM``), recorded side
 by side by ``benchmarks/bfast_monitor.py``; :data:`DEFAULT_GRAM` is the fastest there:
 
 - ``"simd"`` (default): each worker streams blocks of ``config.CPU_BLOCK_PIXELS`` pixels
