@@ -115,6 +115,18 @@ def test_caller_errors(cube, kwargs, error, match):
         bfast_monitor(**args)
 
 
+def test_season_dummies_need_a_coarse_grid(cube):
+    """Daily dates (R's freq 365) give 366 seasonal regressors: refused with the limit named."""
+    dates = pd.date_range("2001-01-01", periods=900, freq="D")
+    data = np.random.default_rng(0).normal(size=(900, 2))
+    with pytest.raises(ValueError, match=r"366 regressors \(season dummies at freq = 365\); at most 64"):
+        bfast_monitor(data, dates, "2003-01-01", order=0, season=True)
+    monthly = bfast_monitor(data[:120], pd.date_range("2000-01-01", periods=120, freq="MS"), "2007-01-01",
+                            freq=12, order=0, season=True)
+    assert monthly.attrs["regressors"][:3] == ["(Intercept)", "trend", "season.L"]
+    assert len(monthly.attrs["regressors"]) == 13 and set(monthly.status.tolist()) == {0}
+
+
 def test_shape_and_dtype_errors(cube):
     with pytest.raises(ValueError, match="dates has 99"):
         bfast_monitor(cube.data, cube.dates[:-1], cube.start, freq=23)
