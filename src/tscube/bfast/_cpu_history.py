@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -29,9 +30,9 @@ from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
 
 @njit(cache=True)
-def _inverse_in_order(G, k, inverse, L, d, idx):
+def _inverse_in_order(G, k, inverse, L, d, idx, z):
     """``inverse`` = (X'X)^{-1} on the non-aliased columns (taken in order, R-style), zero
-    elsewhere. Returns the number of kept columns."""
+    elsewhere (``z``: scratch of ``k`` values). Returns the number of kept columns."""
     nk = 0
     for j in range(k):
         if G[j, j] <= 0.0:
@@ -55,7 +56,6 @@ def _inverse_in_order(G, k, inverse, L, d, idx):
         for b in range(k):
             inverse[a, b] = 0.0
     # inverse of the kept, scaled block: column by column, L L' z = e_b
-    z = np.empty(nk)
     for bi in range(nk):
         for ai in range(nk):
             s = 1.0 if ai == bi else 0.0
@@ -103,7 +103,7 @@ def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, P
         r = rows[pos]
         exact = not full or (i % k == 0 and i <= _REFRESH_UNTIL * k)
         if exact:  # rank-deficient so far (R's refit), or a short, ill-conditioned fit
-            nk = _inverse_in_order(G, k, P, L, d, idx)
+            nk = _inverse_in_order(G, k, P, L, d, idx, Px)
             for a in range(k):
                 s = 0.0
                 for b in range(k):
@@ -120,13 +120,13 @@ def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, P
 
 
 @njit(cache=True)
-def _fit_sigma(X, rows, y, n, full, G, rhs, P, beta, L, d, idx):
+def _fit_sigma(X, rows, y, n, full, G, rhs, P, beta, Px, L, d, idx):
     """Residual standard deviation of the OLS fit of all ``n`` compacted rows, after
     :func:`_recursive_residuals` over them (its ``full`` result): the Sherman–Morrison
     coefficients are that fit; a fit rank-deficient to the end is solved in order."""
     k = X.shape[1]
     if not full:
-        _inverse_in_order(G, k, P, L, d, idx)
+        _inverse_in_order(G, k, P, L, d, idx, Px)
         for a in range(k):
             acc = 0.0
             for b in range(k):
@@ -144,6 +144,23 @@ def _fit_sigma(X, rows, y, n, full, G, rhs, P, beta, L, d, idx):
 @njit(cache=True)
 def _phi(x):
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+@njit(cache=True)
+def _roc_verdict(stat, first, m, level):
+    """Rows to drop from the front (forward order) and the no-crossing flag, from the
+    Rec-CUSUM statistic ``stat`` of ``m`` recursive residuals and the first (1-based)
+    boundary crossing ``first`` of the reversed process (-1: none)."""
+    if stat < 0.3:
+        pvalue = 1.0 - 0.1465 * stat
+    else:
+        pvalue = 2.0 * (1.0 - _phi(3.0 * stat) + math.exp(-4.0 * stat * stat) * (_phi(stat) + _phi(5.0 * stat) - 1.0)
+                        - math.exp(-16.0 * stat * stat) * (1.0 - _phi(stat)))
+    if not pvalue < level:
+        return 0, False
+    if first < 0:
+        return 0, True
+    return m + 1 - first, False
 
 
 @njit(cache=True)
@@ -169,16 +186,7 @@ def _roc_start(w, m, level, exact_fit):
         stat = max(stat, value / (1.0 + 2.0 * j / m))
         if first < 0 and value > ROC_LAMBDA_05 * (1.0 + 2.0 * j / m):
             first = j
-    if stat < 0.3:
-        pvalue = 1.0 - 0.1465 * stat
-    else:
-        pvalue = 2.0 * (1.0 - _phi(3.0 * stat) + math.exp(-4.0 * stat * stat) * (_phi(stat) + _phi(5.0 * stat) - 1.0)
-                        - math.exp(-16.0 * stat * stat) * (1.0 - _phi(stat)))
-    if not pvalue < level:
-        return 0, False
-    if first < 0:
-        return 0, True
-    return m + 1 - first, False
+    return _roc_verdict(stat, first, m, level)
 
 
 @njit(cache=True)
@@ -203,6 +211,447 @@ def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
             best_bic = bic
             start = breaks[mb - 1] + 1 if mb > 0 else 0
     return start
+
+
+# ROC with the pixels as SIMD lanes -------------------------------------------------------
+#
+# The data-parallel form of the per-pixel loop above (same rules, same exact solves): each
+# lane's history candidates are compacted in reversed order (a branch-free filter) and
+# their design rows gathered, so that step ``i`` of the recursion is row ``i`` of every
+# lane at once; the rank-one updates, the fit of all candidates and the Rec-CUSUM scan
+# then run over all lanes of a block, lanes past their own length masked. Only the exact
+# solves (the first full-rank fit, its refresh at 2k rows, and every step of a lane still
+# rank deficient) run lane by lane, in :func:`_inverse_in_order`.
+#
+# Layout: flat arrays with a compile-time row length of ``_LANES``, so that LLVM sees
+# constant distances between the rows it loads and stores and vectorises the lane loops
+# (with runtime row strides it would need a runtime alias check per pair of rows, and
+# gives up). Per-lane state ``S`` has one row per quantity (the ``_S_*`` offsets);
+# symmetric k x k matrices are packed lower triangles, element ``a (a + 1) / 2 + b``.
+
+#: Regressors of the lane kernel: the design padded with zero columns to 8 (a zero column
+#: adds exact zeros everywhere); designs with more regressors use the loop above.
+LANE_REGRESSORS = 8
+_LANES = 32  # pixels per block of the lane kernel
+_PACKED = LANE_REGRESSORS * (LANE_REGRESSORS + 1) // 2
+_S_P = 0  # (X'X)^{-1}, packed
+_S_BETA = _S_P + _PACKED  # coefficients
+_S_G = _S_BETA + LANE_REGRESSORS  # Gram of the rows an exact solve needs, packed
+_S_RHS = _S_G + _PACKED  # their X'y
+_S_TAKE = _S_RHS + LANE_REGRESSORS  # 1.0: add this step's row to the Gram
+_S_FULL = _S_TAKE + 1  # 1.0: the lane's fit has full rank (rank-one updates)
+_S_COUNT = _S_FULL + 1  # number of candidates
+_S_YMAX = _S_COUNT + 1  # max |y| over them
+_S_RSS = _S_YMAX + 1  # residual sum of squares of their fit
+_S_MEAN = _S_RSS + 1  # Rec-CUSUM: mean of the recursive residuals,
+_S_SCALE = _S_MEAN + 1  # 1 / (their sd * sqrt(m)),
+_S_CUM = _S_SCALE + 1  # their running sum,
+_S_STAT = _S_CUM + 1  # the max statistic
+_S_FIRST = _S_STAT + 1  # and the first boundary crossing (-1: none)
+_S_OK = _S_FIRST + 1  # the lane-parallel exact solve: 1.0 where no pivot failed,
+_S_D = _S_OK + 1  # sqrt of the Gram's diagonal,
+_S_L = _S_D + LANE_REGRESSORS  # Cholesky factor of the equilibrated Gram, packed,
+_S_Z = _S_L + _PACKED  # a column of its inverse (forward, then backward substitution),
+_S_TMP = _S_Z + LANE_REGRESSORS  # a running sum,
+_S_PNEW = _S_TMP + 1  # the new (X'X)^{-1}, packed,
+_S_BNEW = _S_PNEW + _PACKED  # and coefficients
+_S_ROWS = _S_BNEW + LANE_REGRESSORS
+_FAST = {"contract"}
+
+
+@njit(cache=True, error_model="numpy")
+def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
+    """Lane ``q``'s valid candidates among dates ``[0, stop)`` (``tile[q]``), latest first:
+    dates in ``rows[:n, q]``, values in ``yc[i * _LANES + q]``; their number and max |y|
+    into ``S``. Branch-free: every date is written at the lane's next free row, which
+    advances only when the value is valid (NaN, inf, ``nodata`` are not)."""
+    W = _LANES
+    for q in range(W):
+        S[_S_COUNT * W + q] = 0.0
+        S[_S_YMAX * W + q] = 0.0
+    for q in range(width):
+        n = 0
+        top = 0.0
+        for t in range(stop - 1, -1, -1):
+            v = tile[q, t]
+            good = (v == v) & (abs(v) != np.inf) & ((v != nodata) | (not has_nodata))
+            rows[n, q] = t
+            yc[n * W + q] = v if good else 0.0
+            n += 1 if good else 0
+            top = max(top, abs(v)) if good else top
+        S[_S_COUNT * W + q] = n
+        S[_S_YMAX * W + q] = top
+
+
+@njit(cache=True)
+def _gather_design(X8, rows, n_rows, Xc):
+    """``Xc[(i * 8 + b) * _LANES + q] = X8[rows[i, q], b]``: the design rows of every
+    lane's compacted candidates (an indexed load, kept out of the vectorised loops)."""
+    W = _LANES
+    K = LANE_REGRESSORS
+    for i in range(n_rows):
+        for q in range(W):
+            r = rows[i, q]
+            for b in range(K):
+                Xc[(i * K + b) * W + q] = X8[r, b]
+
+
+@njit(cache=True)
+def _exact_lane(S, q, k, Gs, Ps, L, d, idx, z):
+    """Lane ``q``'s coefficients and ``(X'X)^{-1}`` by the exact in-order solve of its Gram
+    and ``X'y``; its full-rank flag (True when no column is aliased)."""
+    W = _LANES
+    for a in range(k):
+        for b in range(a + 1):
+            Gs[a, b] = S[(_S_G + a * (a + 1) // 2 + b) * W + q]
+            Gs[b, a] = Gs[a, b]
+    nk = _inverse_in_order(Gs, k, Ps, L, d, idx, z)
+    for a in range(k):
+        s = 0.0
+        for b in range(k):
+            s += Ps[a, b] * S[(_S_RHS + b) * W + q]
+        S[(_S_BETA + a) * W + q] = s
+        for b in range(a + 1):
+            S[(_S_P + a * (a + 1) // 2 + b) * W + q] = Ps[a, b]
+    S[_S_FULL * W + q] = 1.0 if nk == k else 0.0
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _inverse_lanes(S, k):
+    """:func:`_inverse_in_order` over all lanes at once for the full-rank case: the
+    equilibrated Cholesky factor of each lane's Gram, the lower triangle of its inverse
+    column by column (the same substitutions), and the coefficients, into the ``_S_PNEW``
+    and ``_S_BNEW`` rows; ``_S_OK`` = 0.0 where a pivot says a column is aliased (those
+    lanes take the in-order solve)."""
+    W = _LANES
+    for q in range(W):
+        S[_S_OK * W + q] = 1.0
+    for a in range(k):
+        for q in range(W):
+            g = S[(_S_G + a * (a + 1) // 2 + a) * W + q]
+            bad = not g > 0.0
+            S[_S_OK * W + q] = 0.0 if bad else S[_S_OK * W + q]
+            S[(_S_D + a) * W + q] = 1.0 if bad else math.sqrt(g)
+    for a in range(k):
+        ia = a * (a + 1) // 2
+        for c in range(a):
+            ic = c * (c + 1) // 2
+            for q in range(W):
+                S[_S_TMP * W + q] = S[(_S_G + ia + c) * W + q] / (S[(_S_D + a) * W + q] * S[(_S_D + c) * W + q])
+            for m in range(c):
+                for q in range(W):
+                    S[_S_TMP * W + q] -= S[(_S_L + ia + m) * W + q] * S[(_S_L + ic + m) * W + q]
+            for q in range(W):
+                S[(_S_L + ia + c) * W + q] = S[_S_TMP * W + q] / S[(_S_L + ic + c) * W + q]
+        for q in range(W):
+            S[_S_TMP * W + q] = 1.0
+        for c in range(a):
+            for q in range(W):
+                S[_S_TMP * W + q] -= S[(_S_L + ia + c) * W + q] * S[(_S_L + ia + c) * W + q]
+        for q in range(W):
+            pivot = S[_S_TMP * W + q]
+            bad = pivot < ALIAS_PIVOT_TOL
+            S[_S_OK * W + q] = 0.0 if bad else S[_S_OK * W + q]
+            S[(_S_L + ia + a) * W + q] = 1.0 if bad else math.sqrt(pivot)
+    for b in range(k):  # column b of the inverse, rows b..k-1
+        for q in range(W):
+            S[(_S_Z + b) * W + q] = 1.0 / S[(_S_L + b * (b + 1) // 2 + b) * W + q]
+        for a in range(b + 1, k):
+            ia = a * (a + 1) // 2
+            for q in range(W):
+                S[_S_TMP * W + q] = 0.0
+            for m in range(b, a):
+                for q in range(W):
+                    S[_S_TMP * W + q] -= S[(_S_L + ia + m) * W + q] * S[(_S_Z + m) * W + q]
+            for q in range(W):
+                S[(_S_Z + a) * W + q] = S[_S_TMP * W + q] / S[(_S_L + ia + a) * W + q]
+        for a in range(k - 1, b - 1, -1):
+            ia = a * (a + 1) // 2
+            for m in range(a + 1, k):
+                im = m * (m + 1) // 2
+                for q in range(W):
+                    S[(_S_Z + a) * W + q] -= S[(_S_L + im + a) * W + q] * S[(_S_Z + m) * W + q]
+            for q in range(W):
+                S[(_S_Z + a) * W + q] /= S[(_S_L + ia + a) * W + q]
+        for a in range(b, k):
+            for q in range(W):
+                S[(_S_PNEW + a * (a + 1) // 2 + b) * W + q] = (
+                    S[(_S_Z + a) * W + q] / (S[(_S_D + a) * W + q] * S[(_S_D + b) * W + q]))
+    for a in range(k):
+        for q in range(W):
+            S[_S_TMP * W + q] = 0.0
+        for b in range(k):
+            ab = a * (a + 1) // 2 + b if b <= a else b * (b + 1) // 2 + a
+            for q in range(W):
+                S[_S_TMP * W + q] += S[(_S_PNEW + ab) * W + q] * S[(_S_RHS + b) * W + q]
+        for q in range(W):
+            S[(_S_BNEW + a) * W + q] = S[_S_TMP * W + q]
+
+
+@njit(cache=True)
+def _exact_solves(S, i, k, refresh, width, Gs, Ps, L, d, idx, z):
+    """The exact solves of step ``i``: every live lane on a refresh step, else the lanes
+    still rank deficient; lane-parallel where no column is aliased, in order (R's
+    aliasing) elsewhere. Returns how many live lanes are still rank deficient."""
+    W = _LANES
+    _inverse_lanes(S, k)
+    deficient = 0
+    for q in range(width):
+        full = S[_S_FULL * W + q] != 0.0
+        if not (i < S[_S_COUNT * W + q] and (not full or refresh)):
+            continue
+        if S[_S_OK * W + q] != 0.0:
+            for ab in range(_PACKED):
+                S[(_S_P + ab) * W + q] = S[(_S_PNEW + ab) * W + q]
+            for a in range(LANE_REGRESSORS):
+                S[(_S_BETA + a) * W + q] = S[(_S_BNEW + a) * W + q]
+            S[_S_FULL * W + q] = 1.0
+        else:
+            _exact_lane(S, q, k, Gs, Ps, L, d, idx, z)
+            deficient += S[_S_FULL * W + q] == 0.0
+    return deficient
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _add_rows(S, Xc, yc, i, k):
+    """Gram and X'y of the exact solves: add row ``i`` of the lanes with ``take`` set."""
+    W = _LANES
+    K = LANE_REGRESSORS
+    for a in range(k):
+        for b in range(a + 1):
+            ab = _S_G + a * (a + 1) // 2 + b
+            for q in range(W):
+                S[ab * W + q] += Xc[(i * K + a) * W + q] * Xc[(i * K + b) * W + q] * S[_S_TAKE * W + q]
+        for q in range(W):
+            S[(_S_RHS + a) * W + q] += Xc[(i * K + a) * W + q] * yc[i * W + q] * S[_S_TAKE * W + q]
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _rank_one_step(S, Xc, yc, w, i, k):
+    """Recursive residual of row ``i`` of every lane into ``w[(i - k) * _LANES + q]`` and,
+    for the lanes that have that row and a full-rank fit, the Sherman–Morrison update of
+    ``(X'X)^{-1}`` and the coefficients by it. Eight regressors unrolled, each lane's
+    values in registers: ``(X'X)^{-1}`` is read and written once per step."""
+    W = _LANES
+    x = i * LANE_REGRESSORS * W
+    for q in range(W):
+        x0, x1, x2, x3 = Xc[x + q], Xc[x + W + q], Xc[x + 2 * W + q], Xc[x + 3 * W + q]
+        x4, x5, x6, x7 = Xc[x + 4 * W + q], Xc[x + 5 * W + q], Xc[x + 6 * W + q], Xc[x + 7 * W + q]
+        u0 = (S[0 * W + q] * x0 + S[1 * W + q] * x1 + S[3 * W + q] * x2 + S[6 * W + q] * x3
+              + S[10 * W + q] * x4 + S[15 * W + q] * x5 + S[21 * W + q] * x6 + S[28 * W + q] * x7)
+        u1 = (S[1 * W + q] * x0 + S[2 * W + q] * x1 + S[4 * W + q] * x2 + S[7 * W + q] * x3
+              + S[11 * W + q] * x4 + S[16 * W + q] * x5 + S[22 * W + q] * x6 + S[29 * W + q] * x7)
+        u2 = (S[3 * W + q] * x0 + S[4 * W + q] * x1 + S[5 * W + q] * x2 + S[8 * W + q] * x3
+              + S[12 * W + q] * x4 + S[17 * W + q] * x5 + S[23 * W + q] * x6 + S[30 * W + q] * x7)
+        u3 = (S[6 * W + q] * x0 + S[7 * W + q] * x1 + S[8 * W + q] * x2 + S[9 * W + q] * x3
+              + S[13 * W + q] * x4 + S[18 * W + q] * x5 + S[24 * W + q] * x6 + S[31 * W + q] * x7)
+        u4 = (S[10 * W + q] * x0 + S[11 * W + q] * x1 + S[12 * W + q] * x2 + S[13 * W + q] * x3
+              + S[14 * W + q] * x4 + S[19 * W + q] * x5 + S[25 * W + q] * x6 + S[32 * W + q] * x7)
+        u5 = (S[15 * W + q] * x0 + S[16 * W + q] * x1 + S[17 * W + q] * x2 + S[18 * W + q] * x3
+              + S[19 * W + q] * x4 + S[20 * W + q] * x5 + S[26 * W + q] * x6 + S[33 * W + q] * x7)
+        u6 = (S[21 * W + q] * x0 + S[22 * W + q] * x1 + S[23 * W + q] * x2 + S[24 * W + q] * x3
+              + S[25 * W + q] * x4 + S[26 * W + q] * x5 + S[27 * W + q] * x6 + S[34 * W + q] * x7)
+        u7 = (S[28 * W + q] * x0 + S[29 * W + q] * x1 + S[30 * W + q] * x2 + S[31 * W + q] * x3
+              + S[32 * W + q] * x4 + S[33 * W + q] * x5 + S[34 * W + q] * x6 + S[35 * W + q] * x7)
+        f = 1.0 + (x0 * u0 + x1 * u1 + x2 * u2 + x3 * u3 + x4 * u4 + x5 * u5 + x6 * u6 + x7 * u7)
+        pred = (x0 * S[36 * W + q] + x1 * S[37 * W + q] + x2 * S[38 * W + q] + x3 * S[39 * W + q]
+                + x4 * S[40 * W + q] + x5 * S[41 * W + q] + x6 * S[42 * W + q] + x7 * S[43 * W + q])
+        err = yc[i * W + q] - pred
+        w[(i - k) * W + q] = err / math.sqrt(f)
+        live = i < S[_S_COUNT * W + q]
+        g = 1.0 / f if live and S[_S_FULL * W + q] != 0.0 else 0.0
+        c = err * g
+        S[36 * W + q] += u0 * c
+        S[37 * W + q] += u1 * c
+        S[38 * W + q] += u2 * c
+        S[39 * W + q] += u3 * c
+        S[40 * W + q] += u4 * c
+        S[41 * W + q] += u5 * c
+        S[42 * W + q] += u6 * c
+        S[43 * W + q] += u7 * c
+        v = u0 * g
+        S[0 * W + q] -= v * u0
+        v = u1 * g
+        S[1 * W + q] -= v * u0
+        S[2 * W + q] -= v * u1
+        v = u2 * g
+        S[3 * W + q] -= v * u0
+        S[4 * W + q] -= v * u1
+        S[5 * W + q] -= v * u2
+        v = u3 * g
+        S[6 * W + q] -= v * u0
+        S[7 * W + q] -= v * u1
+        S[8 * W + q] -= v * u2
+        S[9 * W + q] -= v * u3
+        v = u4 * g
+        S[10 * W + q] -= v * u0
+        S[11 * W + q] -= v * u1
+        S[12 * W + q] -= v * u2
+        S[13 * W + q] -= v * u3
+        S[14 * W + q] -= v * u4
+        v = u5 * g
+        S[15 * W + q] -= v * u0
+        S[16 * W + q] -= v * u1
+        S[17 * W + q] -= v * u2
+        S[18 * W + q] -= v * u3
+        S[19 * W + q] -= v * u4
+        S[20 * W + q] -= v * u5
+        v = u6 * g
+        S[21 * W + q] -= v * u0
+        S[22 * W + q] -= v * u1
+        S[23 * W + q] -= v * u2
+        S[24 * W + q] -= v * u3
+        S[25 * W + q] -= v * u4
+        S[26 * W + q] -= v * u5
+        S[27 * W + q] -= v * u6
+        v = u7 * g
+        S[28 * W + q] -= v * u0
+        S[29 * W + q] -= v * u1
+        S[30 * W + q] -= v * u2
+        S[31 * W + q] -= v * u3
+        S[32 * W + q] -= v * u4
+        S[33 * W + q] -= v * u5
+        S[34 * W + q] -= v * u6
+        S[35 * W + q] -= v * u7
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _fit_rss(S, Xc, yc, n_rows):
+    """Residual sum of squares of each lane's candidates under its coefficients."""
+    W = _LANES
+    K = LANE_REGRESSORS
+    for q in range(W):
+        S[_S_RSS * W + q] = 0.0
+    for i in range(n_rows):
+        x = i * K * W
+        for q in range(W):
+            fit = (Xc[x + q] * S[36 * W + q] + Xc[x + W + q] * S[37 * W + q]
+                   + Xc[x + 2 * W + q] * S[38 * W + q] + Xc[x + 3 * W + q] * S[39 * W + q]
+                   + Xc[x + 4 * W + q] * S[40 * W + q] + Xc[x + 5 * W + q] * S[41 * W + q]
+                   + Xc[x + 6 * W + q] * S[42 * W + q] + Xc[x + 7 * W + q] * S[43 * W + q])
+            e = yc[i * W + q] - fit
+            S[_S_RSS * W + q] += e * e if i < S[_S_COUNT * W + q] else 0.0
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _rec_cusum_lanes(S, w, k):
+    """Rec-CUSUM of each lane's ``m = count - k`` recursive residuals: its max statistic
+    and first (1-based) crossing of the alpha = 0.05 boundary (-1: none), the arithmetic
+    of :func:`_roc_start` over all lanes."""
+    W = _LANES
+    m_max = 0.0
+    for q in range(W):
+        m_max = max(m_max, S[_S_COUNT * W + q] - k)
+        S[_S_MEAN * W + q] = 0.0
+        S[_S_SCALE * W + q] = 0.0  # the sum of squares first
+        S[_S_CUM * W + q] = 0.0
+        S[_S_STAT * W + q] = 0.0
+        S[_S_FIRST * W + q] = -1.0
+    for j in range(int(m_max)):
+        for q in range(W):
+            S[_S_MEAN * W + q] += w[j * W + q] if j < S[_S_COUNT * W + q] - k else 0.0
+    for q in range(W):
+        S[_S_MEAN * W + q] /= max(S[_S_COUNT * W + q] - k, 1.0)
+    for j in range(int(m_max)):
+        for q in range(W):
+            e = w[j * W + q] - S[_S_MEAN * W + q]
+            S[_S_SCALE * W + q] += e * e if j < S[_S_COUNT * W + q] - k else 0.0
+    for q in range(W):
+        m = max(S[_S_COUNT * W + q] - k, 2.0)
+        S[_S_SCALE * W + q] = 1.0 / (math.sqrt(S[_S_SCALE * W + q] / (m - 1.0)) * math.sqrt(m))
+    for j in range(1, int(m_max) + 1):
+        for q in range(W):
+            m = S[_S_COUNT * W + q] - k
+            live = j <= m
+            cum = S[_S_CUM * W + q] + (w[(j - 1) * W + q] if live else 0.0)
+            S[_S_CUM * W + q] = cum
+            value = abs(cum * S[_S_SCALE * W + q])
+            bound = 1.0 + 2.0 * j / max(m, 1.0)
+            stat = S[_S_STAT * W + q]
+            S[_S_STAT * W + q] = max(stat, value / bound) if live else stat
+            first = S[_S_FIRST * W + q]
+            S[_S_FIRST * W + q] = j if live and first < 0.0 and value > ROC_LAMBDA_05 * bound else first
+
+
+@njit(cache=True, error_model="numpy")
+def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X8, k, level, rows, S, Xc, yc, w,
+               Gs, Ps, L, d, idx, z, first_hist, flagged):
+    """ROC history start of pixels ``[p0, p0 + width)`` (``tile``: their series) for the
+    start ``s`` (candidates before date ``stop``), with the pixels as lanes."""
+    W = _LANES
+    _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S)
+    n_max = 0
+    for q in range(W):
+        n_max = max(n_max, int(S[_S_COUNT * W + q]))
+    for q in range(width):
+        first_hist[s, p0 + q] = 0
+        flagged[s, p0 + q] = False
+    if n_max <= k:
+        return
+    _gather_design(X8, rows, n_max, Xc)
+    S[: _S_COUNT * W] = 0.0  # P, beta, the Gram, flags
+    deficient = 0  # live lanes whose fit is still rank deficient (an exact solve per row)
+    for i in range(n_max):
+        refresh = i >= k and i % k == 0 and i <= _REFRESH_UNTIL * k
+        if i >= k and (deficient > 0 or refresh):  # R's refit, or the refresh
+            deficient = _exact_solves(S, i, k, refresh, width, Gs, Ps, L, d, idx, z)
+        if i < _REFRESH_UNTIL * k or deficient > 0:  # rows a later exact solve needs
+            for q in range(W):
+                take = i < S[_S_COUNT * W + q] and (S[_S_FULL * W + q] == 0.0 or i < _REFRESH_UNTIL * k)
+                S[_S_TAKE * W + q] = 1.0 if take else 0.0
+            _add_rows(S, Xc, yc, i, k)
+        if i >= k:
+            _rank_one_step(S, Xc, yc, w, i, k)
+    for q in range(width):  # a fit rank deficient to the end is solved in order
+        if S[_S_COUNT * W + q] > k and S[_S_FULL * W + q] == 0.0:
+            _exact_lane(S, q, k, Gs, Ps, L, d, idx, z)
+    _fit_rss(S, Xc, yc, n_max)
+    _rec_cusum_lanes(S, w, k)
+    for q in range(width):
+        n = int(S[_S_COUNT * W + q])
+        m = n - k
+        if m < 2:
+            continue
+        sigma = math.sqrt(S[_S_RSS * W + q] / m)
+        if not sigma > PERFECT_FIT_RTOL * S[_S_YMAX * W + q]:
+            continue  # e.g. a constant series: nothing to test
+        drop, flag = _roc_verdict(S[_S_STAT * W + q], int(S[_S_FIRST * W + q]), m, level)
+        flagged[s, p0 + q] = flag
+        if drop > 0:
+            first_hist[s, p0 + q] = rows[n - 1 - drop, q]
+
+
+@njit(parallel=True, cache=True)
+def _roc_lanes_kernel(values, nodata, has_nodata, X8, k, monitor_begin, level, n_chunks, first_hist, flagged):
+    """ROC history selection, ``n_chunks`` parallel workers each streaming its range of
+    blocks of ``_LANES`` pixels through private buffers."""
+    T, n_pixels = values.shape
+    W = _LANES
+    S_count = monitor_begin.shape[0]
+    stop = 0
+    for s in range(S_count):
+        stop = max(stop, monitor_begin[s])
+    n_blocks = (n_pixels + W - 1) // W
+    for c in prange(n_chunks):
+        tile = np.empty((W, max(stop, 1)))
+        rows = np.zeros((T, W), dtype=np.int64)  # rows past a lane's count: any date
+        S = np.zeros(_S_ROWS * W)
+        Xc = np.zeros(T * LANE_REGRESSORS * W)
+        yc = np.zeros(T * W)
+        w = np.empty(T * W)
+        Gs = np.empty((k, k))
+        Ps = np.empty((k, k))
+        L = np.empty((k, k))
+        d = np.empty(k)
+        idx = np.empty(k, dtype=np.int64)
+        z = np.empty(k)
+        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            p0 = ib * W
+            width = min(n_pixels, p0 + W) - p0
+            load_tile(values, p0, width, stop, tile)
+            for s in range(S_count):
+                _roc_block(tile, p0, width, s, monitor_begin[s], nodata, has_nodata, X8, k, level, rows, S, Xc, yc, w,
+                           Gs, Ps, L, d, idx, z, first_hist, flagged)
 
 
 @njit(parallel=True, cache=True)
@@ -248,14 +697,14 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                     y_scale = 0.0
                     for j in range(n):
                         y_scale = max(y_scale, abs(y[j]))
-                    sigma = _fit_sigma(X, rows, y, n, full, G, rhs, Pinv, beta, L, d, idx)
+                    sigma = _fit_sigma(X, rows, y, n, full, G, rhs, Pinv, beta, Px, L, d, idx)
                     drop, flag = _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
                     flagged[s, p] = flag
                 else:
                     drop = _bp_start(X, rows, y, n, rss, w, Q, L, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy)
                     flagged[s, p] = drop < 0
                     drop = max(drop, 0)
-                first_hist[s, p] = rows[drop]
+                first_hist[s, p] = rows[drop] if drop > 0 else 0  # 0: every candidate, as "all"
 
 
 def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np.ndarray | None]:
@@ -268,6 +717,16 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
         return first, None
     flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
+    X = plan.design.matrix
+    k = X.shape[1]
+    if plan.history == "ROC" and k <= LANE_REGRESSORS and n_pixels:
+        X8 = np.zeros((X.shape[0], LANE_REGRESSORS))
+        X8[:, :k] = X
+        n_blocks = -(-n_pixels // _LANES)
+        n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
+        _roc_lanes_kernel(values, nodata, has_nodata, X8, k, plan.monitor_begin.astype(np.int64), plan.level_roc,
+                          n_chunks, first, flagged)
+        return first, flagged
     _history_kernel(
         values, nodata, has_nodata,
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.history == "ROC",
