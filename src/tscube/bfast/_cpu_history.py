@@ -23,7 +23,7 @@ from numba import njit, prange
 
 from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, recursive_residual,
                               rss_triangle)
-from ._cpu_series import compact_valid, load_tile
+from ._cpu_series import compact_valid, load_tile, tile_buffer
 from .history import ROC_LAMBDA_05
 from .ols import ALIAS_PIVOT_TOL
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
@@ -457,9 +457,10 @@ def _rank_one_step(S, Xc, yc, w, i, k):
         pred = (x0 * S[36 * W + q] + x1 * S[37 * W + q] + x2 * S[38 * W + q] + x3 * S[39 * W + q]
                 + x4 * S[40 * W + q] + x5 * S[41 * W + q] + x6 * S[42 * W + q] + x7 * S[43 * W + q])
         err = yc[i * W + q] - pred
-        w[(i - k) * W + q] = err / math.sqrt(f)
+        root = 1.0 / math.sqrt(f)  # one square root and one division per lane and step
+        w[(i - k) * W + q] = err * root
         live = i < S[_S_COUNT * W + q]
-        g = 1.0 / f if live and S[_S_FULL * W + q] != 0.0 else 0.0
+        g = root * root if live and S[_S_FULL * W + q] != 0.0 else 0.0
         c = err * g
         S[36 * W + q] += u0 * c
         S[37 * W + q] += u1 * c
@@ -633,7 +634,7 @@ def _roc_lanes_kernel(values, nodata, has_nodata, X8, k, monitor_begin, level, n
         stop = max(stop, monitor_begin[s])
     n_blocks = (n_pixels + W - 1) // W
     for c in prange(n_chunks):
-        tile = np.empty((W, max(stop, 1)))
+        tile = tile_buffer(W, stop)
         rows = np.zeros((T, W), dtype=np.int64)  # rows past a lane's count: any date
         S = np.zeros(_S_ROWS * W)
         Xc = np.zeros(T * LANE_REGRESSORS * W)
@@ -683,7 +684,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         stop = 0
         for s in range(S):
             stop = max(stop, monitor_begin[s])
-        tile = np.empty((block, stop))
+        tile = tile_buffer(block, stop)
         load_tile(values, p0, width, stop, tile)
         for q in range(width):
             p = p0 + q
