@@ -238,8 +238,8 @@ _S_P = 0  # (X'X)^{-1}, packed
 _S_BETA = _S_P + _PACKED  # coefficients
 _S_G = _S_BETA + LANE_REGRESSORS  # Gram of the rows an exact solve needs, packed
 _S_RHS = _S_G + _PACKED  # their X'y
-_S_TAKE = _S_RHS + LANE_REGRESSORS  # 1.0: add this step's row to the Gram
-_S_FULL = _S_TAKE + 1  # 1.0: the lane's fit has full rank (rank-one updates)
+_S_TAKE = _S_RHS + LANE_REGRESSORS  # weights (1.0 or 0.0) of the rows added to the Gram
+_S_FULL = _S_TAKE + LANE_REGRESSORS  # 1.0: the lane's fit has full rank (rank-one updates)
 _S_COUNT = _S_FULL + 1  # number of candidates
 _S_YMAX = _S_COUNT + 1  # max |y| over them
 _S_RSS = _S_YMAX + 1  # residual sum of squares of their fit
@@ -249,9 +249,10 @@ _S_CUM = _S_SCALE + 1  # their running sum,
 _S_STAT = _S_CUM + 1  # the max statistic
 _S_FIRST = _S_STAT + 1  # and the first boundary crossing (-1: none)
 _S_OK = _S_FIRST + 1  # the lane-parallel exact solve: 1.0 where no pivot failed,
-_S_D = _S_OK + 1  # sqrt of the Gram's diagonal,
+_S_D = _S_OK + 1  # 1 / sqrt of the Gram's diagonal,
 _S_L = _S_D + LANE_REGRESSORS  # Cholesky factor of the equilibrated Gram, packed,
-_S_Z = _S_L + _PACKED  # a column of its inverse (forward, then backward substitution),
+_S_RL = _S_L + _PACKED  # 1 / its diagonal,
+_S_Z = _S_RL + LANE_REGRESSORS  # a column of its inverse (forward, then backward substitution),
 _S_TMP = _S_Z + LANE_REGRESSORS  # a running sum,
 _S_PNEW = _S_TMP + 1  # the new (X'X)^{-1}, packed,
 _S_BNEW = _S_PNEW + _PACKED  # and coefficients
@@ -320,9 +321,9 @@ def _exact_lane(S, q, k, Gs, Ps, L, d, idx, z):
 def _inverse_lanes(S, k):
     """:func:`_inverse_in_order` over all lanes at once for the full-rank case: the
     equilibrated Cholesky factor of each lane's Gram, the lower triangle of its inverse
-    column by column (the same substitutions), and the coefficients, into the ``_S_PNEW``
-    and ``_S_BNEW`` rows; ``_S_OK`` = 0.0 where a pivot says a column is aliased (those
-    lanes take the in-order solve)."""
+    column by column (the same substitutions, divisions as products with reciprocals),
+    and the coefficients, into the ``_S_PNEW`` and ``_S_BNEW`` rows; ``_S_OK`` = 0.0 where
+    a pivot says a column is aliased (those lanes take the in-order solve)."""
     W = _LANES
     for q in range(W):
         S[_S_OK * W + q] = 1.0
@@ -331,18 +332,18 @@ def _inverse_lanes(S, k):
             g = S[(_S_G + a * (a + 1) // 2 + a) * W + q]
             bad = not g > 0.0
             S[_S_OK * W + q] = 0.0 if bad else S[_S_OK * W + q]
-            S[(_S_D + a) * W + q] = 1.0 if bad else math.sqrt(g)
+            S[(_S_D + a) * W + q] = 1.0 if bad else 1.0 / math.sqrt(g)
     for a in range(k):
         ia = a * (a + 1) // 2
         for c in range(a):
             ic = c * (c + 1) // 2
             for q in range(W):
-                S[_S_TMP * W + q] = S[(_S_G + ia + c) * W + q] / (S[(_S_D + a) * W + q] * S[(_S_D + c) * W + q])
+                S[_S_TMP * W + q] = S[(_S_G + ia + c) * W + q] * (S[(_S_D + a) * W + q] * S[(_S_D + c) * W + q])
             for m in range(c):
                 for q in range(W):
                     S[_S_TMP * W + q] -= S[(_S_L + ia + m) * W + q] * S[(_S_L + ic + m) * W + q]
             for q in range(W):
-                S[(_S_L + ia + c) * W + q] = S[_S_TMP * W + q] / S[(_S_L + ic + c) * W + q]
+                S[(_S_L + ia + c) * W + q] = S[_S_TMP * W + q] * S[(_S_RL + c) * W + q]
         for q in range(W):
             S[_S_TMP * W + q] = 1.0
         for c in range(a):
@@ -352,10 +353,12 @@ def _inverse_lanes(S, k):
             pivot = S[_S_TMP * W + q]
             bad = pivot < ALIAS_PIVOT_TOL
             S[_S_OK * W + q] = 0.0 if bad else S[_S_OK * W + q]
-            S[(_S_L + ia + a) * W + q] = 1.0 if bad else math.sqrt(pivot)
+            root = 1.0 if bad else math.sqrt(pivot)
+            S[(_S_L + ia + a) * W + q] = root
+            S[(_S_RL + a) * W + q] = 1.0 / root
     for b in range(k):  # column b of the inverse, rows b..k-1
         for q in range(W):
-            S[(_S_Z + b) * W + q] = 1.0 / S[(_S_L + b * (b + 1) // 2 + b) * W + q]
+            S[(_S_Z + b) * W + q] = S[(_S_RL + b) * W + q]
         for a in range(b + 1, k):
             ia = a * (a + 1) // 2
             for q in range(W):
@@ -364,19 +367,18 @@ def _inverse_lanes(S, k):
                 for q in range(W):
                     S[_S_TMP * W + q] -= S[(_S_L + ia + m) * W + q] * S[(_S_Z + m) * W + q]
             for q in range(W):
-                S[(_S_Z + a) * W + q] = S[_S_TMP * W + q] / S[(_S_L + ia + a) * W + q]
+                S[(_S_Z + a) * W + q] = S[_S_TMP * W + q] * S[(_S_RL + a) * W + q]
         for a in range(k - 1, b - 1, -1):
-            ia = a * (a + 1) // 2
             for m in range(a + 1, k):
                 im = m * (m + 1) // 2
                 for q in range(W):
                     S[(_S_Z + a) * W + q] -= S[(_S_L + im + a) * W + q] * S[(_S_Z + m) * W + q]
             for q in range(W):
-                S[(_S_Z + a) * W + q] /= S[(_S_L + ia + a) * W + q]
+                S[(_S_Z + a) * W + q] *= S[(_S_RL + a) * W + q]
         for a in range(b, k):
             for q in range(W):
                 S[(_S_PNEW + a * (a + 1) // 2 + b) * W + q] = (
-                    S[(_S_Z + a) * W + q] / (S[(_S_D + a) * W + q] * S[(_S_D + b) * W + q]))
+                    S[(_S_Z + a) * W + q] * (S[(_S_D + a) * W + q] * S[(_S_D + b) * W + q]))
     for a in range(k):
         for q in range(W):
             S[_S_TMP * W + q] = 0.0
@@ -410,6 +412,35 @@ def _exact_solves(S, i, k, refresh, width, Gs, Ps, L, d, idx, z):
             _exact_lane(S, q, k, Gs, Ps, L, d, idx, z)
             deficient += S[_S_FULL * W + q] == 0.0
     return deficient
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _add_eight_rows(S, Xc, yc, lo, hi, k):
+    """Gram and X'y of the exact solves: add rows ``lo .. hi - 1`` (at most eight) of every
+    lane that has them, eight rows per pass over the Gram (the same sums, in order, as
+    :func:`_add_rows` row by row)."""
+    W = _LANES
+    R = LANE_REGRESSORS * W  # from one row's design values to the next row's
+    for j in range(LANE_REGRESSORS):
+        for q in range(W):
+            S[(_S_TAKE + j) * W + q] = 1.0 if lo + j < hi and lo + j < S[_S_COUNT * W + q] else 0.0
+    t0 = _S_TAKE * W
+    for a in range(k):
+        for b in range(a + 2):
+            g = (_S_G + a * (a + 1) // 2 + b) * W if b <= a else (_S_RHS + a) * W
+            x = lo * R + a * W
+            v = lo * R + b * W  # the other factor: column b, or (b = a + 1) the values
+            for q in range(W):
+                acc = S[g + q]
+                acc += Xc[x + q] * (Xc[v + q] if b <= a else yc[lo * W + q]) * S[t0 + q]
+                acc += Xc[x + R + q] * (Xc[v + R + q] if b <= a else yc[(lo + 1) * W + q]) * S[t0 + W + q]
+                acc += Xc[x + 2 * R + q] * (Xc[v + 2 * R + q] if b <= a else yc[(lo + 2) * W + q]) * S[t0 + 2 * W + q]
+                acc += Xc[x + 3 * R + q] * (Xc[v + 3 * R + q] if b <= a else yc[(lo + 3) * W + q]) * S[t0 + 3 * W + q]
+                acc += Xc[x + 4 * R + q] * (Xc[v + 4 * R + q] if b <= a else yc[(lo + 4) * W + q]) * S[t0 + 4 * W + q]
+                acc += Xc[x + 5 * R + q] * (Xc[v + 5 * R + q] if b <= a else yc[(lo + 5) * W + q]) * S[t0 + 5 * W + q]
+                acc += Xc[x + 6 * R + q] * (Xc[v + 6 * R + q] if b <= a else yc[(lo + 6) * W + q]) * S[t0 + 6 * W + q]
+                acc += Xc[x + 7 * R + q] * (Xc[v + 7 * R + q] if b <= a else yc[(lo + 7) * W + q]) * S[t0 + 7 * W + q]
+                S[g + q] = acc
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -592,11 +623,16 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X8, k, level, rows,
     _gather_design(X8, rows, n_max, Xc)
     S[: _S_COUNT * W] = 0.0  # P, beta, the Gram, flags
     deficient = 0  # live lanes whose fit is still rank deficient (an exact solve per row)
+    added = k  # rows [0, added) are in every lane's Gram
+    _add_eight_rows(S, Xc, yc, 0, k, k)
     for i in range(n_max):
         refresh = i >= k and i % k == 0 and i <= _REFRESH_UNTIL * k
         if i >= k and (deficient > 0 or refresh):  # R's refit, or the refresh
             deficient = _exact_solves(S, i, k, refresh, width, Gs, Ps, L, d, idx, z)
-        if i < _REFRESH_UNTIL * k or deficient > 0:  # rows a later exact solve needs
+            if i == k and deficient == 0 and (_REFRESH_UNTIL - 1) * k <= LANE_REGRESSORS:  # the rows the refresh needs, in one pass
+                added = _REFRESH_UNTIL * k
+                _add_eight_rows(S, Xc, yc, k, added, k)
+        if i >= added and (i < _REFRESH_UNTIL * k or deficient > 0):  # rows a later exact solve needs
             for q in range(W):
                 take = i < S[_S_COUNT * W + q] and (S[_S_FULL * W + q] == 0.0 or i < _REFRESH_UNTIL * k)
                 S[_S_TAKE * W + q] = 1.0 if take else 0.0
@@ -637,8 +673,8 @@ def _roc_lanes_kernel(values, nodata, has_nodata, X8, k, monitor_begin, level, n
         tile = tile_buffer(W, stop)
         rows = np.zeros((T, W), dtype=np.int64)  # rows past a lane's count: any date
         S = np.zeros(_S_ROWS * W)
-        Xc = np.zeros(T * LANE_REGRESSORS * W)
-        yc = np.zeros(T * W)
+        Xc = np.zeros((T + LANE_REGRESSORS) * LANE_REGRESSORS * W)  # room for eight rows past the last
+        yc = np.zeros((T + LANE_REGRESSORS) * W)
         w = np.empty(T * W)
         Gs = np.empty((k, k))
         Ps = np.empty((k, k))
