@@ -232,7 +232,7 @@ def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
 #: Regressors of the lane kernel: the design padded with zero columns to 8 (a zero column
 #: adds exact zeros everywhere); designs with more regressors use the loop above.
 LANE_REGRESSORS = 8
-_LANES = 32  # pixels per block of the lane kernel
+_LANES = 64  # pixels per block of the lane kernel
 _PACKED = LANE_REGRESSORS * (LANE_REGRESSORS + 1) // 2
 _S_P = 0  # (X'X)^{-1}, packed
 _S_BETA = _S_P + _PACKED  # coefficients
