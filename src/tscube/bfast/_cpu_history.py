@@ -5,7 +5,10 @@ Same rules as :mod:`tscube.bfast.history` (the reference), organised for speed:
 * ROC: recursive residuals of the reversed candidates by rank-one (Sherman–Morrison)
   updates of ``(X'X)^{-1}`` and the coefficients, not a refit per step. While the first
   rows are rank deficient the step is a full in-order solve that drops aliased columns,
-  as R's ``recresid`` does.
+  as R's ``recresid`` does. Designs of up to eight regressors (the usual trend and three
+  harmonics) run with the pixels as SIMD lanes (:func:`_roc_lanes_kernel`: compaction
+  of each pixel's candidates, then the recursion, fit and Rec-CUSUM scan in lockstep over
+  blocks of pixels); larger designs one pixel at a time.
 * BP: the Bai–Perron triangle and dynamic programme of :mod:`tscube.bfast._cpu_bai_perron`
   (shared with BFAST Lite), then the BIC choice of the number of breaks.
 
