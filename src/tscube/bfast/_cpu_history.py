@@ -229,7 +229,8 @@ def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
 # Layout: flat arrays with a compile-time row length of ``_LANES``, so that LLVM sees
 # constant distances between the rows it loads and stores and vectorises the lane loops
 # (with runtime row strides it would need a runtime alias check per pair of rows, and
-# gives up). Per-lane state ``S`` has one row per quantity (the ``_S_*`` offsets);
+# gives up), indexed by unsigned integers (a signed index gets numba's negative-index
+# wraparound, which turns every vector load and store into a gather or scatter). Per-lane state ``S`` has one row per quantity (the ``_S_*`` offsets);
 # symmetric k x k matrices are packed lower triangles, element ``a (a + 1) / 2 + b``.
 
 #: Regressors of the lane kernel: the design padded with zero columns to 8 (a zero column
@@ -261,6 +262,7 @@ _S_PNEW = _S_TMP + 1  # the new (X'X)^{-1}, packed,
 _S_BNEW = _S_PNEW + _PACKED  # and coefficients
 _S_ROWS = _S_BNEW + LANE_REGRESSORS
 _FAST = {"contract"}
+_U = np.uint64  # unsigned indices: no negative-index wraparound, so contiguous vector loads
 
 
 @njit(cache=True, error_model="numpy")
@@ -271,8 +273,8 @@ def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
     advances only when the value is valid (NaN, inf, ``nodata`` are not)."""
     W = _LANES
     for q in range(W):
-        S[_S_COUNT * W + q] = 0.0
-        S[_S_YMAX * W + q] = 0.0
+        S[_U(_S_COUNT * W + q)] = 0.0
+        S[_U(_S_YMAX * W + q)] = 0.0
     for q in range(width):
         n = 0
         top = 0.0
@@ -280,11 +282,11 @@ def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
             v = tile[q, t]
             good = (v == v) & (abs(v) != np.inf) & ((v != nodata) | (not has_nodata))
             rows[n, q] = t
-            yc[n * W + q] = v if good else 0.0
+            yc[_U(n * W + q)] = v if good else 0.0
             n += 1 if good else 0
             top = max(top, abs(v)) if good else top
-        S[_S_COUNT * W + q] = n
-        S[_S_YMAX * W + q] = top
+        S[_U(_S_COUNT * W + q)] = n
+        S[_U(_S_YMAX * W + q)] = top
 
 
 @njit(cache=True)
@@ -297,7 +299,7 @@ def _gather_design(X8, rows, n_rows, Xc):
         for q in range(W):
             r = rows[i, q]
             for b in range(K):
-                Xc[(i * K + b) * W + q] = X8[r, b]
+                Xc[_U((i * K + b) * W + q)] = X8[r, b]
 
 
 @njit(cache=True)
@@ -307,17 +309,17 @@ def _exact_lane(S, q, k, Gs, Ps, L, d, idx, z):
     W = _LANES
     for a in range(k):
         for b in range(a + 1):
-            Gs[a, b] = S[(_S_G + a * (a + 1) // 2 + b) * W + q]
+            Gs[a, b] = S[_U((_S_G + a * (a + 1) // 2 + b) * W + q)]
             Gs[b, a] = Gs[a, b]
     nk = _inverse_in_order(Gs, k, Ps, L, d, idx, z)
     for a in range(k):
         s = 0.0
         for b in range(k):
-            s += Ps[a, b] * S[(_S_RHS + b) * W + q]
-        S[(_S_BETA + a) * W + q] = s
+            s += Ps[a, b] * S[_U((_S_RHS + b) * W + q)]
+        S[_U((_S_BETA + a) * W + q)] = s
         for b in range(a + 1):
-            S[(_S_P + a * (a + 1) // 2 + b) * W + q] = Ps[a, b]
-    S[_S_FULL * W + q] = 1.0 if nk == k else 0.0
+            S[_U((_S_P + a * (a + 1) // 2 + b) * W + q)] = Ps[a, b]
+    S[_U(_S_FULL * W + q)] = 1.0 if nk == k else 0.0
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -329,68 +331,68 @@ def _inverse_lanes(S, k):
     a pivot says a column is aliased (those lanes take the in-order solve)."""
     W = _LANES
     for q in range(W):
-        S[_S_OK * W + q] = 1.0
+        S[_U(_S_OK * W + q)] = 1.0
     for a in range(k):
         for q in range(W):
-            g = S[(_S_G + a * (a + 1) // 2 + a) * W + q]
+            g = S[_U((_S_G + a * (a + 1) // 2 + a) * W + q)]
             bad = not g > 0.0
-            S[_S_OK * W + q] = 0.0 if bad else S[_S_OK * W + q]
-            S[(_S_D + a) * W + q] = 1.0 if bad else 1.0 / math.sqrt(g)
+            S[_U(_S_OK * W + q)] = 0.0 if bad else S[_U(_S_OK * W + q)]
+            S[_U((_S_D + a) * W + q)] = 1.0 if bad else 1.0 / math.sqrt(g)
     for a in range(k):
         ia = a * (a + 1) // 2
         for c in range(a):
             ic = c * (c + 1) // 2
             for q in range(W):
-                S[_S_TMP * W + q] = S[(_S_G + ia + c) * W + q] * (S[(_S_D + a) * W + q] * S[(_S_D + c) * W + q])
+                S[_U(_S_TMP * W + q)] = S[_U((_S_G + ia + c) * W + q)] * (S[_U((_S_D + a) * W + q)] * S[_U((_S_D + c) * W + q)])
             for m in range(c):
                 for q in range(W):
-                    S[_S_TMP * W + q] -= S[(_S_L + ia + m) * W + q] * S[(_S_L + ic + m) * W + q]
+                    S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + m) * W + q)] * S[_U((_S_L + ic + m) * W + q)]
             for q in range(W):
-                S[(_S_L + ia + c) * W + q] = S[_S_TMP * W + q] * S[(_S_RL + c) * W + q]
+                S[_U((_S_L + ia + c) * W + q)] = S[_U(_S_TMP * W + q)] * S[_U((_S_RL + c) * W + q)]
         for q in range(W):
-            S[_S_TMP * W + q] = 1.0
+            S[_U(_S_TMP * W + q)] = 1.0
         for c in range(a):
             for q in range(W):
-                S[_S_TMP * W + q] -= S[(_S_L + ia + c) * W + q] * S[(_S_L + ia + c) * W + q]
+                S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + c) * W + q)] * S[_U((_S_L + ia + c) * W + q)]
         for q in range(W):
-            pivot = S[_S_TMP * W + q]
+            pivot = S[_U(_S_TMP * W + q)]
             bad = pivot < ALIAS_PIVOT_TOL
-            S[_S_OK * W + q] = 0.0 if bad else S[_S_OK * W + q]
+            S[_U(_S_OK * W + q)] = 0.0 if bad else S[_U(_S_OK * W + q)]
             root = 1.0 if bad else math.sqrt(pivot)
-            S[(_S_L + ia + a) * W + q] = root
-            S[(_S_RL + a) * W + q] = 1.0 / root
+            S[_U((_S_L + ia + a) * W + q)] = root
+            S[_U((_S_RL + a) * W + q)] = 1.0 / root
     for b in range(k):  # column b of the inverse, rows b..k-1
         for q in range(W):
-            S[(_S_Z + b) * W + q] = S[(_S_RL + b) * W + q]
+            S[_U((_S_Z + b) * W + q)] = S[_U((_S_RL + b) * W + q)]
         for a in range(b + 1, k):
             ia = a * (a + 1) // 2
             for q in range(W):
-                S[_S_TMP * W + q] = 0.0
+                S[_U(_S_TMP * W + q)] = 0.0
             for m in range(b, a):
                 for q in range(W):
-                    S[_S_TMP * W + q] -= S[(_S_L + ia + m) * W + q] * S[(_S_Z + m) * W + q]
+                    S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + m) * W + q)] * S[_U((_S_Z + m) * W + q)]
             for q in range(W):
-                S[(_S_Z + a) * W + q] = S[_S_TMP * W + q] * S[(_S_RL + a) * W + q]
+                S[_U((_S_Z + a) * W + q)] = S[_U(_S_TMP * W + q)] * S[_U((_S_RL + a) * W + q)]
         for a in range(k - 1, b - 1, -1):
             for m in range(a + 1, k):
                 im = m * (m + 1) // 2
                 for q in range(W):
-                    S[(_S_Z + a) * W + q] -= S[(_S_L + im + a) * W + q] * S[(_S_Z + m) * W + q]
+                    S[_U((_S_Z + a) * W + q)] -= S[_U((_S_L + im + a) * W + q)] * S[_U((_S_Z + m) * W + q)]
             for q in range(W):
-                S[(_S_Z + a) * W + q] *= S[(_S_RL + a) * W + q]
+                S[_U((_S_Z + a) * W + q)] *= S[_U((_S_RL + a) * W + q)]
         for a in range(b, k):
             for q in range(W):
-                S[(_S_PNEW + a * (a + 1) // 2 + b) * W + q] = (
-                    S[(_S_Z + a) * W + q] * (S[(_S_D + a) * W + q] * S[(_S_D + b) * W + q]))
+                S[_U((_S_PNEW + a * (a + 1) // 2 + b) * W + q)] = (
+                    S[_U((_S_Z + a) * W + q)] * (S[_U((_S_D + a) * W + q)] * S[_U((_S_D + b) * W + q)]))
     for a in range(k):
         for q in range(W):
-            S[_S_TMP * W + q] = 0.0
+            S[_U(_S_TMP * W + q)] = 0.0
         for b in range(k):
             ab = a * (a + 1) // 2 + b if b <= a else b * (b + 1) // 2 + a
             for q in range(W):
-                S[_S_TMP * W + q] += S[(_S_PNEW + ab) * W + q] * S[(_S_RHS + b) * W + q]
+                S[_U(_S_TMP * W + q)] += S[_U((_S_PNEW + ab) * W + q)] * S[_U((_S_RHS + b) * W + q)]
         for q in range(W):
-            S[(_S_BNEW + a) * W + q] = S[_S_TMP * W + q]
+            S[_U((_S_BNEW + a) * W + q)] = S[_U(_S_TMP * W + q)]
 
 
 @njit(cache=True)
@@ -402,18 +404,18 @@ def _exact_solves(S, i, k, refresh, width, Gs, Ps, L, d, idx, z):
     _inverse_lanes(S, k)
     deficient = 0
     for q in range(width):
-        full = S[_S_FULL * W + q] != 0.0
-        if not (i < S[_S_COUNT * W + q] and (not full or refresh)):
+        full = S[_U(_S_FULL * W + q)] != 0.0
+        if not (i < S[_U(_S_COUNT * W + q)] and (not full or refresh)):
             continue
-        if S[_S_OK * W + q] != 0.0:
+        if S[_U(_S_OK * W + q)] != 0.0:
             for ab in range(_PACKED):
-                S[(_S_P + ab) * W + q] = S[(_S_PNEW + ab) * W + q]
+                S[_U((_S_P + ab) * W + q)] = S[_U((_S_PNEW + ab) * W + q)]
             for a in range(LANE_REGRESSORS):
-                S[(_S_BETA + a) * W + q] = S[(_S_BNEW + a) * W + q]
-            S[_S_FULL * W + q] = 1.0
+                S[_U((_S_BETA + a) * W + q)] = S[_U((_S_BNEW + a) * W + q)]
+            S[_U(_S_FULL * W + q)] = 1.0
         else:
             _exact_lane(S, q, k, Gs, Ps, L, d, idx, z)
-            deficient += S[_S_FULL * W + q] == 0.0
+            deficient += S[_U(_S_FULL * W + q)] == 0.0
     return deficient
 
 
@@ -426,7 +428,7 @@ def _add_eight_rows(S, Xc, yc, lo, hi, k):
     R = LANE_REGRESSORS * W  # from one row's design values to the next row's
     for j in range(LANE_REGRESSORS):
         for q in range(W):
-            S[(_S_TAKE + j) * W + q] = 1.0 if lo + j < hi and lo + j < S[_S_COUNT * W + q] else 0.0
+            S[_U((_S_TAKE + j) * W + q)] = 1.0 if lo + j < hi and lo + j < S[_U(_S_COUNT * W + q)] else 0.0
     t0 = _S_TAKE * W
     for a in range(k):
         for b in range(a + 2):
@@ -434,16 +436,16 @@ def _add_eight_rows(S, Xc, yc, lo, hi, k):
             x = lo * R + a * W
             v = lo * R + b * W  # the other factor: column b, or (b = a + 1) the values
             for q in range(W):
-                acc = S[g + q]
-                acc += Xc[x + q] * (Xc[v + q] if b <= a else yc[lo * W + q]) * S[t0 + q]
-                acc += Xc[x + R + q] * (Xc[v + R + q] if b <= a else yc[(lo + 1) * W + q]) * S[t0 + W + q]
-                acc += Xc[x + 2 * R + q] * (Xc[v + 2 * R + q] if b <= a else yc[(lo + 2) * W + q]) * S[t0 + 2 * W + q]
-                acc += Xc[x + 3 * R + q] * (Xc[v + 3 * R + q] if b <= a else yc[(lo + 3) * W + q]) * S[t0 + 3 * W + q]
-                acc += Xc[x + 4 * R + q] * (Xc[v + 4 * R + q] if b <= a else yc[(lo + 4) * W + q]) * S[t0 + 4 * W + q]
-                acc += Xc[x + 5 * R + q] * (Xc[v + 5 * R + q] if b <= a else yc[(lo + 5) * W + q]) * S[t0 + 5 * W + q]
-                acc += Xc[x + 6 * R + q] * (Xc[v + 6 * R + q] if b <= a else yc[(lo + 6) * W + q]) * S[t0 + 6 * W + q]
-                acc += Xc[x + 7 * R + q] * (Xc[v + 7 * R + q] if b <= a else yc[(lo + 7) * W + q]) * S[t0 + 7 * W + q]
-                S[g + q] = acc
+                acc = S[_U(g + q)]
+                acc += Xc[_U(x + q)] * (Xc[_U(v + q)] if b <= a else yc[_U(lo * W + q)]) * S[_U(t0 + q)]
+                acc += Xc[_U(x + R + q)] * (Xc[_U(v + R + q)] if b <= a else yc[_U((lo + 1) * W + q)]) * S[_U(t0 + W + q)]
+                acc += Xc[_U(x + 2 * R + q)] * (Xc[_U(v + 2 * R + q)] if b <= a else yc[_U((lo + 2) * W + q)]) * S[_U(t0 + 2 * W + q)]
+                acc += Xc[_U(x + 3 * R + q)] * (Xc[_U(v + 3 * R + q)] if b <= a else yc[_U((lo + 3) * W + q)]) * S[_U(t0 + 3 * W + q)]
+                acc += Xc[_U(x + 4 * R + q)] * (Xc[_U(v + 4 * R + q)] if b <= a else yc[_U((lo + 4) * W + q)]) * S[_U(t0 + 4 * W + q)]
+                acc += Xc[_U(x + 5 * R + q)] * (Xc[_U(v + 5 * R + q)] if b <= a else yc[_U((lo + 5) * W + q)]) * S[_U(t0 + 5 * W + q)]
+                acc += Xc[_U(x + 6 * R + q)] * (Xc[_U(v + 6 * R + q)] if b <= a else yc[_U((lo + 6) * W + q)]) * S[_U(t0 + 6 * W + q)]
+                acc += Xc[_U(x + 7 * R + q)] * (Xc[_U(v + 7 * R + q)] if b <= a else yc[_U((lo + 7) * W + q)]) * S[_U(t0 + 7 * W + q)]
+                S[_U(g + q)] = acc
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -455,9 +457,9 @@ def _add_rows(S, Xc, yc, i, k):
         for b in range(a + 1):
             ab = _S_G + a * (a + 1) // 2 + b
             for q in range(W):
-                S[ab * W + q] += Xc[(i * K + a) * W + q] * Xc[(i * K + b) * W + q] * S[_S_TAKE * W + q]
+                S[_U(ab * W + q)] += Xc[_U((i * K + a) * W + q)] * Xc[_U((i * K + b) * W + q)] * S[_U(_S_TAKE * W + q)]
         for q in range(W):
-            S[(_S_RHS + a) * W + q] += Xc[(i * K + a) * W + q] * yc[i * W + q] * S[_S_TAKE * W + q]
+            S[_U((_S_RHS + a) * W + q)] += Xc[_U((i * K + a) * W + q)] * yc[_U(i * W + q)] * S[_U(_S_TAKE * W + q)]
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -469,85 +471,85 @@ def _rank_one_step(S, Xc, yc, w, i, k):
     W = _LANES
     x = i * LANE_REGRESSORS * W
     for q in range(W):
-        x0, x1, x2, x3 = Xc[x + q], Xc[x + W + q], Xc[x + 2 * W + q], Xc[x + 3 * W + q]
-        x4, x5, x6, x7 = Xc[x + 4 * W + q], Xc[x + 5 * W + q], Xc[x + 6 * W + q], Xc[x + 7 * W + q]
-        u0 = (S[0 * W + q] * x0 + S[1 * W + q] * x1 + S[3 * W + q] * x2 + S[6 * W + q] * x3
-              + S[10 * W + q] * x4 + S[15 * W + q] * x5 + S[21 * W + q] * x6 + S[28 * W + q] * x7)
-        u1 = (S[1 * W + q] * x0 + S[2 * W + q] * x1 + S[4 * W + q] * x2 + S[7 * W + q] * x3
-              + S[11 * W + q] * x4 + S[16 * W + q] * x5 + S[22 * W + q] * x6 + S[29 * W + q] * x7)
-        u2 = (S[3 * W + q] * x0 + S[4 * W + q] * x1 + S[5 * W + q] * x2 + S[8 * W + q] * x3
-              + S[12 * W + q] * x4 + S[17 * W + q] * x5 + S[23 * W + q] * x6 + S[30 * W + q] * x7)
-        u3 = (S[6 * W + q] * x0 + S[7 * W + q] * x1 + S[8 * W + q] * x2 + S[9 * W + q] * x3
-              + S[13 * W + q] * x4 + S[18 * W + q] * x5 + S[24 * W + q] * x6 + S[31 * W + q] * x7)
-        u4 = (S[10 * W + q] * x0 + S[11 * W + q] * x1 + S[12 * W + q] * x2 + S[13 * W + q] * x3
-              + S[14 * W + q] * x4 + S[19 * W + q] * x5 + S[25 * W + q] * x6 + S[32 * W + q] * x7)
-        u5 = (S[15 * W + q] * x0 + S[16 * W + q] * x1 + S[17 * W + q] * x2 + S[18 * W + q] * x3
-              + S[19 * W + q] * x4 + S[20 * W + q] * x5 + S[26 * W + q] * x6 + S[33 * W + q] * x7)
-        u6 = (S[21 * W + q] * x0 + S[22 * W + q] * x1 + S[23 * W + q] * x2 + S[24 * W + q] * x3
-              + S[25 * W + q] * x4 + S[26 * W + q] * x5 + S[27 * W + q] * x6 + S[34 * W + q] * x7)
-        u7 = (S[28 * W + q] * x0 + S[29 * W + q] * x1 + S[30 * W + q] * x2 + S[31 * W + q] * x3
-              + S[32 * W + q] * x4 + S[33 * W + q] * x5 + S[34 * W + q] * x6 + S[35 * W + q] * x7)
+        x0, x1, x2, x3 = Xc[_U(x + q)], Xc[_U(x + W + q)], Xc[_U(x + 2 * W + q)], Xc[_U(x + 3 * W + q)]
+        x4, x5, x6, x7 = Xc[_U(x + 4 * W + q)], Xc[_U(x + 5 * W + q)], Xc[_U(x + 6 * W + q)], Xc[_U(x + 7 * W + q)]
+        u0 = (S[_U(0 * W + q)] * x0 + S[_U(1 * W + q)] * x1 + S[_U(3 * W + q)] * x2 + S[_U(6 * W + q)] * x3
+              + S[_U(10 * W + q)] * x4 + S[_U(15 * W + q)] * x5 + S[_U(21 * W + q)] * x6 + S[_U(28 * W + q)] * x7)
+        u1 = (S[_U(1 * W + q)] * x0 + S[_U(2 * W + q)] * x1 + S[_U(4 * W + q)] * x2 + S[_U(7 * W + q)] * x3
+              + S[_U(11 * W + q)] * x4 + S[_U(16 * W + q)] * x5 + S[_U(22 * W + q)] * x6 + S[_U(29 * W + q)] * x7)
+        u2 = (S[_U(3 * W + q)] * x0 + S[_U(4 * W + q)] * x1 + S[_U(5 * W + q)] * x2 + S[_U(8 * W + q)] * x3
+              + S[_U(12 * W + q)] * x4 + S[_U(17 * W + q)] * x5 + S[_U(23 * W + q)] * x6 + S[_U(30 * W + q)] * x7)
+        u3 = (S[_U(6 * W + q)] * x0 + S[_U(7 * W + q)] * x1 + S[_U(8 * W + q)] * x2 + S[_U(9 * W + q)] * x3
+              + S[_U(13 * W + q)] * x4 + S[_U(18 * W + q)] * x5 + S[_U(24 * W + q)] * x6 + S[_U(31 * W + q)] * x7)
+        u4 = (S[_U(10 * W + q)] * x0 + S[_U(11 * W + q)] * x1 + S[_U(12 * W + q)] * x2 + S[_U(13 * W + q)] * x3
+              + S[_U(14 * W + q)] * x4 + S[_U(19 * W + q)] * x5 + S[_U(25 * W + q)] * x6 + S[_U(32 * W + q)] * x7)
+        u5 = (S[_U(15 * W + q)] * x0 + S[_U(16 * W + q)] * x1 + S[_U(17 * W + q)] * x2 + S[_U(18 * W + q)] * x3
+              + S[_U(19 * W + q)] * x4 + S[_U(20 * W + q)] * x5 + S[_U(26 * W + q)] * x6 + S[_U(33 * W + q)] * x7)
+        u6 = (S[_U(21 * W + q)] * x0 + S[_U(22 * W + q)] * x1 + S[_U(23 * W + q)] * x2 + S[_U(24 * W + q)] * x3
+              + S[_U(25 * W + q)] * x4 + S[_U(26 * W + q)] * x5 + S[_U(27 * W + q)] * x6 + S[_U(34 * W + q)] * x7)
+        u7 = (S[_U(28 * W + q)] * x0 + S[_U(29 * W + q)] * x1 + S[_U(30 * W + q)] * x2 + S[_U(31 * W + q)] * x3
+              + S[_U(32 * W + q)] * x4 + S[_U(33 * W + q)] * x5 + S[_U(34 * W + q)] * x6 + S[_U(35 * W + q)] * x7)
         f = 1.0 + (x0 * u0 + x1 * u1 + x2 * u2 + x3 * u3 + x4 * u4 + x5 * u5 + x6 * u6 + x7 * u7)
-        pred = (x0 * S[36 * W + q] + x1 * S[37 * W + q] + x2 * S[38 * W + q] + x3 * S[39 * W + q]
-                + x4 * S[40 * W + q] + x5 * S[41 * W + q] + x6 * S[42 * W + q] + x7 * S[43 * W + q])
-        err = yc[i * W + q] - pred
+        pred = (x0 * S[_U(36 * W + q)] + x1 * S[_U(37 * W + q)] + x2 * S[_U(38 * W + q)] + x3 * S[_U(39 * W + q)]
+                + x4 * S[_U(40 * W + q)] + x5 * S[_U(41 * W + q)] + x6 * S[_U(42 * W + q)] + x7 * S[_U(43 * W + q)])
+        err = yc[_U(i * W + q)] - pred
         root = 1.0 / math.sqrt(f)  # one square root and one division per lane and step
-        w[(i - k) * W + q] = err * root
-        live = i < S[_S_COUNT * W + q]
-        g = root * root if live and S[_S_FULL * W + q] != 0.0 else 0.0
+        w[_U((i - k) * W + q)] = err * root
+        live = i < S[_U(_S_COUNT * W + q)]
+        g = root * root if live and S[_U(_S_FULL * W + q)] != 0.0 else 0.0
         c = err * g
-        S[36 * W + q] += u0 * c
-        S[37 * W + q] += u1 * c
-        S[38 * W + q] += u2 * c
-        S[39 * W + q] += u3 * c
-        S[40 * W + q] += u4 * c
-        S[41 * W + q] += u5 * c
-        S[42 * W + q] += u6 * c
-        S[43 * W + q] += u7 * c
+        S[_U(36 * W + q)] += u0 * c
+        S[_U(37 * W + q)] += u1 * c
+        S[_U(38 * W + q)] += u2 * c
+        S[_U(39 * W + q)] += u3 * c
+        S[_U(40 * W + q)] += u4 * c
+        S[_U(41 * W + q)] += u5 * c
+        S[_U(42 * W + q)] += u6 * c
+        S[_U(43 * W + q)] += u7 * c
         v = u0 * g
-        S[0 * W + q] -= v * u0
+        S[_U(0 * W + q)] -= v * u0
         v = u1 * g
-        S[1 * W + q] -= v * u0
-        S[2 * W + q] -= v * u1
+        S[_U(1 * W + q)] -= v * u0
+        S[_U(2 * W + q)] -= v * u1
         v = u2 * g
-        S[3 * W + q] -= v * u0
-        S[4 * W + q] -= v * u1
-        S[5 * W + q] -= v * u2
+        S[_U(3 * W + q)] -= v * u0
+        S[_U(4 * W + q)] -= v * u1
+        S[_U(5 * W + q)] -= v * u2
         v = u3 * g
-        S[6 * W + q] -= v * u0
-        S[7 * W + q] -= v * u1
-        S[8 * W + q] -= v * u2
-        S[9 * W + q] -= v * u3
+        S[_U(6 * W + q)] -= v * u0
+        S[_U(7 * W + q)] -= v * u1
+        S[_U(8 * W + q)] -= v * u2
+        S[_U(9 * W + q)] -= v * u3
         v = u4 * g
-        S[10 * W + q] -= v * u0
-        S[11 * W + q] -= v * u1
-        S[12 * W + q] -= v * u2
-        S[13 * W + q] -= v * u3
-        S[14 * W + q] -= v * u4
+        S[_U(10 * W + q)] -= v * u0
+        S[_U(11 * W + q)] -= v * u1
+        S[_U(12 * W + q)] -= v * u2
+        S[_U(13 * W + q)] -= v * u3
+        S[_U(14 * W + q)] -= v * u4
         v = u5 * g
-        S[15 * W + q] -= v * u0
-        S[16 * W + q] -= v * u1
-        S[17 * W + q] -= v * u2
-        S[18 * W + q] -= v * u3
-        S[19 * W + q] -= v * u4
-        S[20 * W + q] -= v * u5
+        S[_U(15 * W + q)] -= v * u0
+        S[_U(16 * W + q)] -= v * u1
+        S[_U(17 * W + q)] -= v * u2
+        S[_U(18 * W + q)] -= v * u3
+        S[_U(19 * W + q)] -= v * u4
+        S[_U(20 * W + q)] -= v * u5
         v = u6 * g
-        S[21 * W + q] -= v * u0
-        S[22 * W + q] -= v * u1
-        S[23 * W + q] -= v * u2
-        S[24 * W + q] -= v * u3
-        S[25 * W + q] -= v * u4
-        S[26 * W + q] -= v * u5
-        S[27 * W + q] -= v * u6
+        S[_U(21 * W + q)] -= v * u0
+        S[_U(22 * W + q)] -= v * u1
+        S[_U(23 * W + q)] -= v * u2
+        S[_U(24 * W + q)] -= v * u3
+        S[_U(25 * W + q)] -= v * u4
+        S[_U(26 * W + q)] -= v * u5
+        S[_U(27 * W + q)] -= v * u6
         v = u7 * g
-        S[28 * W + q] -= v * u0
-        S[29 * W + q] -= v * u1
-        S[30 * W + q] -= v * u2
-        S[31 * W + q] -= v * u3
-        S[32 * W + q] -= v * u4
-        S[33 * W + q] -= v * u5
-        S[34 * W + q] -= v * u6
-        S[35 * W + q] -= v * u7
+        S[_U(28 * W + q)] -= v * u0
+        S[_U(29 * W + q)] -= v * u1
+        S[_U(30 * W + q)] -= v * u2
+        S[_U(31 * W + q)] -= v * u3
+        S[_U(32 * W + q)] -= v * u4
+        S[_U(33 * W + q)] -= v * u5
+        S[_U(34 * W + q)] -= v * u6
+        S[_U(35 * W + q)] -= v * u7
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -556,16 +558,16 @@ def _fit_rss(S, Xc, yc, n_rows):
     W = _LANES
     K = LANE_REGRESSORS
     for q in range(W):
-        S[_S_RSS * W + q] = 0.0
+        S[_U(_S_RSS * W + q)] = 0.0
     for i in range(n_rows):
         x = i * K * W
         for q in range(W):
-            fit = (Xc[x + q] * S[36 * W + q] + Xc[x + W + q] * S[37 * W + q]
-                   + Xc[x + 2 * W + q] * S[38 * W + q] + Xc[x + 3 * W + q] * S[39 * W + q]
-                   + Xc[x + 4 * W + q] * S[40 * W + q] + Xc[x + 5 * W + q] * S[41 * W + q]
-                   + Xc[x + 6 * W + q] * S[42 * W + q] + Xc[x + 7 * W + q] * S[43 * W + q])
-            e = yc[i * W + q] - fit
-            S[_S_RSS * W + q] += e * e if i < S[_S_COUNT * W + q] else 0.0
+            fit = (Xc[_U(x + q)] * S[_U(36 * W + q)] + Xc[_U(x + W + q)] * S[_U(37 * W + q)]
+                   + Xc[_U(x + 2 * W + q)] * S[_U(38 * W + q)] + Xc[_U(x + 3 * W + q)] * S[_U(39 * W + q)]
+                   + Xc[_U(x + 4 * W + q)] * S[_U(40 * W + q)] + Xc[_U(x + 5 * W + q)] * S[_U(41 * W + q)]
+                   + Xc[_U(x + 6 * W + q)] * S[_U(42 * W + q)] + Xc[_U(x + 7 * W + q)] * S[_U(43 * W + q)])
+            e = yc[_U(i * W + q)] - fit
+            S[_U(_S_RSS * W + q)] += e * e if i < S[_U(_S_COUNT * W + q)] else 0.0
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -576,36 +578,36 @@ def _rec_cusum_lanes(S, w, k):
     W = _LANES
     m_max = 0.0
     for q in range(W):
-        m_max = max(m_max, S[_S_COUNT * W + q] - k)
-        S[_S_MEAN * W + q] = 0.0
-        S[_S_SCALE * W + q] = 0.0  # the sum of squares first
-        S[_S_CUM * W + q] = 0.0
-        S[_S_STAT * W + q] = 0.0
-        S[_S_FIRST * W + q] = -1.0
+        m_max = max(m_max, S[_U(_S_COUNT * W + q)] - k)
+        S[_U(_S_MEAN * W + q)] = 0.0
+        S[_U(_S_SCALE * W + q)] = 0.0  # the sum of squares first
+        S[_U(_S_CUM * W + q)] = 0.0
+        S[_U(_S_STAT * W + q)] = 0.0
+        S[_U(_S_FIRST * W + q)] = -1.0
     for j in range(int(m_max)):
         for q in range(W):
-            S[_S_MEAN * W + q] += w[j * W + q] if j < S[_S_COUNT * W + q] - k else 0.0
+            S[_U(_S_MEAN * W + q)] += w[_U(j * W + q)] if j < S[_U(_S_COUNT * W + q)] - k else 0.0
     for q in range(W):
-        S[_S_MEAN * W + q] /= max(S[_S_COUNT * W + q] - k, 1.0)
+        S[_U(_S_MEAN * W + q)] /= max(S[_U(_S_COUNT * W + q)] - k, 1.0)
     for j in range(int(m_max)):
         for q in range(W):
-            e = w[j * W + q] - S[_S_MEAN * W + q]
-            S[_S_SCALE * W + q] += e * e if j < S[_S_COUNT * W + q] - k else 0.0
+            e = w[_U(j * W + q)] - S[_U(_S_MEAN * W + q)]
+            S[_U(_S_SCALE * W + q)] += e * e if j < S[_U(_S_COUNT * W + q)] - k else 0.0
     for q in range(W):
-        m = max(S[_S_COUNT * W + q] - k, 2.0)
-        S[_S_SCALE * W + q] = 1.0 / (math.sqrt(S[_S_SCALE * W + q] / (m - 1.0)) * math.sqrt(m))
+        m = max(S[_U(_S_COUNT * W + q)] - k, 2.0)
+        S[_U(_S_SCALE * W + q)] = 1.0 / (math.sqrt(S[_U(_S_SCALE * W + q)] / (m - 1.0)) * math.sqrt(m))
     for j in range(1, int(m_max) + 1):
         for q in range(W):
-            m = S[_S_COUNT * W + q] - k
+            m = S[_U(_S_COUNT * W + q)] - k
             live = j <= m
-            cum = S[_S_CUM * W + q] + (w[(j - 1) * W + q] if live else 0.0)
-            S[_S_CUM * W + q] = cum
-            value = abs(cum * S[_S_SCALE * W + q])
+            cum = S[_U(_S_CUM * W + q)] + (w[_U((j - 1) * W + q)] if live else 0.0)
+            S[_U(_S_CUM * W + q)] = cum
+            value = abs(cum * S[_U(_S_SCALE * W + q)])
             bound = 1.0 + 2.0 * j / max(m, 1.0)
-            stat = S[_S_STAT * W + q]
-            S[_S_STAT * W + q] = max(stat, value / bound) if live else stat
-            first = S[_S_FIRST * W + q]
-            S[_S_FIRST * W + q] = j if live and first < 0.0 and value > ROC_LAMBDA_05 * bound else first
+            stat = S[_U(_S_STAT * W + q)]
+            S[_U(_S_STAT * W + q)] = max(stat, value / bound) if live else stat
+            first = S[_U(_S_FIRST * W + q)]
+            S[_U(_S_FIRST * W + q)] = j if live and first < 0.0 and value > ROC_LAMBDA_05 * bound else first
 
 
 @njit(cache=True, error_model="numpy")
@@ -617,7 +619,7 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X8, k, level, rows,
     _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S)
     n_max = 0
     for q in range(W):
-        n_max = max(n_max, int(S[_S_COUNT * W + q]))
+        n_max = max(n_max, int(S[_U(_S_COUNT * W + q)]))
     for q in range(width):
         first_hist[s, p0 + q] = 0
         flagged[s, p0 + q] = False
@@ -637,25 +639,25 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X8, k, level, rows,
                 _add_eight_rows(S, Xc, yc, k, added, k)
         if i >= added and (i < _REFRESH_UNTIL * k or deficient > 0):  # rows a later exact solve needs
             for q in range(W):
-                take = i < S[_S_COUNT * W + q] and (S[_S_FULL * W + q] == 0.0 or i < _REFRESH_UNTIL * k)
-                S[_S_TAKE * W + q] = 1.0 if take else 0.0
+                take = i < S[_U(_S_COUNT * W + q)] and (S[_U(_S_FULL * W + q)] == 0.0 or i < _REFRESH_UNTIL * k)
+                S[_U(_S_TAKE * W + q)] = 1.0 if take else 0.0
             _add_rows(S, Xc, yc, i, k)
         if i >= k:
             _rank_one_step(S, Xc, yc, w, i, k)
     for q in range(width):  # a fit rank deficient to the end is solved in order
-        if S[_S_COUNT * W + q] > k and S[_S_FULL * W + q] == 0.0:
+        if S[_U(_S_COUNT * W + q)] > k and S[_U(_S_FULL * W + q)] == 0.0:
             _exact_lane(S, q, k, Gs, Ps, L, d, idx, z)
     _fit_rss(S, Xc, yc, n_max)
     _rec_cusum_lanes(S, w, k)
     for q in range(width):
-        n = int(S[_S_COUNT * W + q])
+        n = int(S[_U(_S_COUNT * W + q)])
         m = n - k
         if m < 2:
             continue
-        sigma = math.sqrt(S[_S_RSS * W + q] / m)
-        if not sigma > PERFECT_FIT_RTOL * S[_S_YMAX * W + q]:
+        sigma = math.sqrt(S[_U(_S_RSS * W + q)] / m)
+        if not sigma > PERFECT_FIT_RTOL * S[_U(_S_YMAX * W + q)]:
             continue  # e.g. a constant series: nothing to test
-        drop, flag = _roc_verdict(S[_S_STAT * W + q], int(S[_S_FIRST * W + q]), m, level)
+        drop, flag = _roc_verdict(S[_U(_S_STAT * W + q)], int(S[_U(_S_FIRST * W + q)]), m, level)
         flagged[s, p0 + q] = flag
         if drop > 0:
             first_hist[s, p0 + q] = rows[n - 1 - drop, q]
