@@ -33,9 +33,9 @@ from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
 
 @njit(cache=True)
-def _inverse_in_order(G, k, inverse, L, d, idx, z):
+def _inverse_in_order(G, k, inverse, L, d, idx):
     """``inverse`` = (X'X)^{-1} on the non-aliased columns (taken in order, R-style), zero
-    elsewhere (``z``: scratch of ``k`` values). Returns the number of kept columns."""
+    elsewhere. Returns the number of kept columns."""
     nk = 0
     for j in range(k):
         if G[j, j] <= 0.0:
@@ -59,6 +59,7 @@ def _inverse_in_order(G, k, inverse, L, d, idx, z):
         for b in range(k):
             inverse[a, b] = 0.0
     # inverse of the kept, scaled block: column by column, L L' z = e_b
+    z = np.empty(nk)
     for bi in range(nk):
         for ai in range(nk):
             s = 1.0 if ai == bi else 0.0
@@ -106,7 +107,7 @@ def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, P
         r = rows[pos]
         exact = not full or (i % k == 0 and i <= _REFRESH_UNTIL * k)
         if exact:  # rank-deficient so far (R's refit), or a short, ill-conditioned fit
-            nk = _inverse_in_order(G, k, P, L, d, idx, Px)
+            nk = _inverse_in_order(G, k, P, L, d, idx)
             for a in range(k):
                 s = 0.0
                 for b in range(k):
@@ -123,13 +124,13 @@ def _recursive_residuals(X, rows, y, first, step, count, out, G, rhs, P, beta, P
 
 
 @njit(cache=True)
-def _fit_sigma(X, rows, y, n, full, G, rhs, P, beta, Px, L, d, idx):
+def _fit_sigma(X, rows, y, n, full, G, rhs, P, beta, L, d, idx):
     """Residual standard deviation of the OLS fit of all ``n`` compacted rows, after
     :func:`_recursive_residuals` over them (its ``full`` result): the Sherman–Morrison
     coefficients are that fit; a fit rank-deficient to the end is solved in order."""
     k = X.shape[1]
     if not full:
-        _inverse_in_order(G, k, P, L, d, idx, Px)
+        _inverse_in_order(G, k, P, L, d, idx)
         for a in range(k):
             acc = 0.0
             for b in range(k):
@@ -193,6 +194,19 @@ def _roc_start(w, m, level, exact_fit):
 
 
 @njit(cache=True)
+def _roc_pixel(X, rows, y, n, level, w, G, rhs, P, beta, Px, L, d, idx):
+    """ROC of one pixel's ``n > k`` compacted candidates (forward order): rows to drop
+    from the front and the no-crossing flag."""
+    k = X.shape[1]
+    full = _recursive_residuals(X, rows, y, n - 1, -1, n, w, G, rhs, P, beta, Px, L, d, idx)
+    y_scale = 0.0
+    for j in range(n):
+        y_scale = max(y_scale, abs(y[j]))
+    sigma = _fit_sigma(X, rows, y, n, full, G, rhs, P, beta, L, d, idx)
+    return _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
+
+
+@njit(cache=True)
 def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
     """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
     k = X.shape[1]
@@ -218,20 +232,22 @@ def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
 
 # ROC with the pixels as SIMD lanes -------------------------------------------------------
 #
-# The data-parallel form of the per-pixel loop above (same rules, same exact solves): each
-# lane's history candidates are compacted in reversed order (a branch-free filter) and
-# their design rows gathered, so that step ``i`` of the recursion is row ``i`` of every
-# lane at once; the rank-one updates, the fit of all candidates and the Rec-CUSUM scan
-# then run over all lanes of a block, lanes past their own length masked. Only the exact
-# solves (the first full-rank fit, its refresh at 2k rows, and every step of a lane still
-# rank deficient) run lane by lane, in :func:`_inverse_in_order`.
+# The data-parallel form of the per-pixel loop above (same rules, same schedule of exact
+# solves): each lane's history candidates are compacted in reversed order (a branch-free
+# filter) and their design rows gathered, so that step ``i`` of the recursion is row ``i``
+# of every lane at once; the exact solves (the first fit, on k rows, and its refresh at
+# 2k), the rank-one updates, the fit of all candidates and the Rec-CUSUM scan then run
+# over all lanes of a block, lanes past their own length masked. A lane whose rows are
+# rank deficient at an exact solve (rare: e.g. dates a whole number of years apart) is
+# left to the per-pixel loop, which drops aliased columns in order as R does.
 #
 # Layout: flat arrays with a compile-time row length of ``_LANES``, so that LLVM sees
 # constant distances between the rows it loads and stores and vectorises the lane loops
 # (with runtime row strides it would need a runtime alias check per pair of rows, and
 # gives up), indexed by unsigned integers (a signed index gets numba's negative-index
-# wraparound, which turns every vector load and store into a gather or scatter). Per-lane state ``S`` has one row per quantity (the ``_S_*`` offsets);
-# symmetric k x k matrices are packed lower triangles, element ``a (a + 1) / 2 + b``.
+# wraparound, which turns every vector load and store into a gather or scatter). Per-lane
+# state ``S`` has one row per quantity (the ``_S_*`` offsets); symmetric k x k matrices
+# are packed lower triangles, element ``a (a + 1) / 2 + b``.
 
 #: Regressors of the lane kernel: the design padded with zero columns to 8 (a zero column
 #: adds exact zeros everywhere); designs with more regressors use the loop above.
@@ -244,7 +260,8 @@ _S_G = _S_BETA + LANE_REGRESSORS  # Gram of the rows an exact solve needs, packe
 _S_RHS = _S_G + _PACKED  # their X'y
 _S_TAKE = _S_RHS + LANE_REGRESSORS  # weights (1.0 or 0.0) of the rows added to the Gram
 _S_FULL = _S_TAKE + LANE_REGRESSORS  # 1.0: the lane's fit has full rank (rank-one updates)
-_S_COUNT = _S_FULL + 1  # number of candidates
+_S_ALONE = _S_FULL + 1  # 1.0: rank deficient at an exact solve: the lane is done alone
+_S_COUNT = _S_ALONE + 1  # number of candidates
 _S_YMAX = _S_COUNT + 1  # max |y| over them
 _S_RSS = _S_YMAX + 1  # residual sum of squares of their fit
 _S_MEAN = _S_RSS + 1  # Rec-CUSUM: mean of the recursive residuals,
@@ -302,33 +319,13 @@ def _gather_design(X8, rows, n_rows, Xc):
                 Xc[_U((i * K + b) * W + q)] = X8[r, b]
 
 
-@njit(cache=True)
-def _exact_lane(S, q, k, Gs, Ps, L, d, idx, z):
-    """Lane ``q``'s coefficients and ``(X'X)^{-1}`` by the exact in-order solve of its Gram
-    and ``X'y``; its full-rank flag (True when no column is aliased)."""
-    W = _LANES
-    for a in range(k):
-        for b in range(a + 1):
-            Gs[a, b] = S[_U((_S_G + a * (a + 1) // 2 + b) * W + q)]
-            Gs[b, a] = Gs[a, b]
-    nk = _inverse_in_order(Gs, k, Ps, L, d, idx, z)
-    for a in range(k):
-        s = 0.0
-        for b in range(k):
-            s += Ps[a, b] * S[_U((_S_RHS + b) * W + q)]
-        S[_U((_S_BETA + a) * W + q)] = s
-        for b in range(a + 1):
-            S[_U((_S_P + a * (a + 1) // 2 + b) * W + q)] = Ps[a, b]
-    S[_U(_S_FULL * W + q)] = 1.0 if nk == k else 0.0
-
-
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
 def _inverse_lanes(S, k):
-    """:func:`_inverse_in_order` over all lanes at once for the full-rank case: the
+    """The exact solve of the normal equations, all lanes at once: the
     equilibrated Cholesky factor of each lane's Gram, the lower triangle of its inverse
     column by column (the same substitutions, divisions as products with reciprocals),
     and the coefficients, into the ``_S_PNEW`` and ``_S_BNEW`` rows; ``_S_OK`` = 0.0 where
-    a pivot says a column is aliased (those lanes take the in-order solve)."""
+    a pivot says a column is aliased (those lanes leave for the per-pixel loop)."""
     W = _LANES
     for q in range(W):
         S[_U(_S_OK * W + q)] = 1.0
@@ -395,17 +392,15 @@ def _inverse_lanes(S, k):
             S[_U((_S_BNEW + a) * W + q)] = S[_U(_S_TMP * W + q)]
 
 
-@njit(cache=True)
-def _exact_solves(S, i, k, refresh, width, Gs, Ps, L, d, idx, z):
-    """The exact solves of step ``i``: every live lane on a refresh step, else the lanes
-    still rank deficient; lane-parallel where no column is aliased, in order (R's
-    aliasing) elsewhere. Returns how many live lanes are still rank deficient."""
+@njit(cache=True, error_model="numpy")
+def _exact_solves(S, i, k, width):
+    """The exact solves of step ``i`` (the first fit, on ``k`` rows, and its refresh at
+    2k), lane-parallel, taken by every lane that has row ``i``; a lane where a pivot says
+    a column is aliased leaves the lanes for the per-pixel loop (R's in-order aliasing)."""
     W = _LANES
     _inverse_lanes(S, k)
-    deficient = 0
     for q in range(width):
-        full = S[_U(_S_FULL * W + q)] != 0.0
-        if not (i < S[_U(_S_COUNT * W + q)] and (not full or refresh)):
+        if not (i < S[_U(_S_COUNT * W + q)] and S[_U(_S_ALONE * W + q)] == 0.0):
             continue
         if S[_U(_S_OK * W + q)] != 0.0:
             for ab in range(_PACKED):
@@ -414,16 +409,15 @@ def _exact_solves(S, i, k, refresh, width, Gs, Ps, L, d, idx, z):
                 S[_U((_S_BETA + a) * W + q)] = S[_U((_S_BNEW + a) * W + q)]
             S[_U(_S_FULL * W + q)] = 1.0
         else:
-            _exact_lane(S, q, k, Gs, Ps, L, d, idx, z)
-            deficient += S[_U(_S_FULL * W + q)] == 0.0
-    return deficient
+            S[_U(_S_FULL * W + q)] = 0.0
+            S[_U(_S_ALONE * W + q)] = 1.0
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
 def _add_eight_rows(S, Xc, yc, lo, hi, k):
     """Gram and X'y of the exact solves: add rows ``lo .. hi - 1`` (at most eight) of every
-    lane that has them, eight rows per pass over the Gram (the same sums, in order, as
-    :func:`_add_rows` row by row)."""
+    lane that has them, eight rows per pass over the Gram (the sums in the order of the
+    rows)."""
     W = _LANES
     R = LANE_REGRESSORS * W  # from one row's design values to the next row's
     for j in range(LANE_REGRESSORS):
@@ -446,20 +440,6 @@ def _add_eight_rows(S, Xc, yc, lo, hi, k):
                 acc += Xc[_U(x + 6 * R + q)] * (Xc[_U(v + 6 * R + q)] if b <= a else yc[_U((lo + 6) * W + q)]) * S[_U(t0 + 6 * W + q)]
                 acc += Xc[_U(x + 7 * R + q)] * (Xc[_U(v + 7 * R + q)] if b <= a else yc[_U((lo + 7) * W + q)]) * S[_U(t0 + 7 * W + q)]
                 S[_U(g + q)] = acc
-
-
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
-def _add_rows(S, Xc, yc, i, k):
-    """Gram and X'y of the exact solves: add row ``i`` of the lanes with ``take`` set."""
-    W = _LANES
-    K = LANE_REGRESSORS
-    for a in range(k):
-        for b in range(a + 1):
-            ab = _S_G + a * (a + 1) // 2 + b
-            for q in range(W):
-                S[_U(ab * W + q)] += Xc[_U((i * K + a) * W + q)] * Xc[_U((i * K + b) * W + q)] * S[_U(_S_TAKE * W + q)]
-        for q in range(W):
-            S[_U((_S_RHS + a) * W + q)] += Xc[_U((i * K + a) * W + q)] * yc[_U(i * W + q)] * S[_U(_S_TAKE * W + q)]
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -611,11 +591,14 @@ def _rec_cusum_lanes(S, w, k):
 
 
 @njit(cache=True, error_model="numpy")
-def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X8, k, level, rows, S, Xc, yc, w,
-               Gs, Ps, L, d, idx, z, first_hist, flagged):
+def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
+               alone_rows, alone_y, alone_w, G, rhs, P, beta, Px, L, d, idx, first_hist, flagged):
     """ROC history start of pixels ``[p0, p0 + width)`` (``tile``: their series) for the
-    start ``s`` (candidates before date ``stop``), with the pixels as lanes."""
+    start ``s`` (candidates before date ``stop``), with the pixels as lanes; lanes rank
+    deficient at an exact solve are done by the per-pixel loop (``alone_*``, ``G`` ... ``idx``:
+    its buffers)."""
     W = _LANES
+    k = X.shape[1]
     _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S)
     n_max = 0
     for q in range(W):
@@ -627,31 +610,26 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X8, k, level, rows,
         return
     _gather_design(X8, rows, n_max, Xc)
     S[: _S_COUNT * W] = 0.0  # P, beta, the Gram, flags
-    deficient = 0  # live lanes whose fit is still rank deficient (an exact solve per row)
-    added = k  # rows [0, added) are in every lane's Gram
     _add_eight_rows(S, Xc, yc, 0, k, k)
-    for i in range(n_max):
-        refresh = i >= k and i % k == 0 and i <= _REFRESH_UNTIL * k
-        if i >= k and (deficient > 0 or refresh):  # R's refit, or the refresh
-            deficient = _exact_solves(S, i, k, refresh, width, Gs, Ps, L, d, idx, z)
-            if i == k and deficient == 0 and (_REFRESH_UNTIL - 1) * k <= LANE_REGRESSORS:  # the rows the refresh needs, in one pass
-                added = _REFRESH_UNTIL * k
-                _add_eight_rows(S, Xc, yc, k, added, k)
-        if i >= added and (i < _REFRESH_UNTIL * k or deficient > 0):  # rows a later exact solve needs
-            for q in range(W):
-                take = i < S[_U(_S_COUNT * W + q)] and (S[_U(_S_FULL * W + q)] == 0.0 or i < _REFRESH_UNTIL * k)
-                S[_U(_S_TAKE * W + q)] = 1.0 if take else 0.0
-            _add_rows(S, Xc, yc, i, k)
-        if i >= k:
-            _rank_one_step(S, Xc, yc, w, i, k)
-    for q in range(width):  # a fit rank deficient to the end is solved in order
-        if S[_U(_S_COUNT * W + q)] > k and S[_U(_S_FULL * W + q)] == 0.0:
-            _exact_lane(S, q, k, Gs, Ps, L, d, idx, z)
+    for i in range(k, n_max):
+        if i == k or i == 2 * k:  # the first fit and its refresh (the per-pixel loop's schedule)
+            _exact_solves(S, i, k, width)
+            if i == k:  # the rows the refresh needs
+                _add_eight_rows(S, Xc, yc, k, 2 * k, k)
+        _rank_one_step(S, Xc, yc, w, i, k)
     _fit_rss(S, Xc, yc, n_max)
     _rec_cusum_lanes(S, w, k)
     for q in range(width):
         n = int(S[_U(_S_COUNT * W + q)])
         m = n - k
+        if S[_U(_S_ALONE * W + q)] != 0.0:  # the per-pixel loop, on the candidates in forward order
+            for j in range(n):
+                alone_rows[j] = rows[n - 1 - j, q]
+                alone_y[j] = yc[_U((n - 1 - j) * W + q)]
+            drop, flag = _roc_pixel(X, alone_rows, alone_y, n, level, alone_w, G, rhs, P, beta, Px, L, d, idx)
+            flagged[s, p0 + q] = flag
+            first_hist[s, p0 + q] = alone_rows[drop] if drop > 0 else 0
+            continue
         if m < 2:
             continue
         sigma = math.sqrt(S[_U(_S_RSS * W + q)] / m)
@@ -664,10 +642,11 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X8, k, level, rows,
 
 
 @njit(parallel=True, cache=True)
-def _roc_lanes_kernel(values, nodata, has_nodata, X8, k, monitor_begin, level, n_chunks, first_hist, flagged):
+def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n_chunks, first_hist, flagged):
     """ROC history selection, ``n_chunks`` parallel workers each streaming its range of
     blocks of ``_LANES`` pixels through private buffers."""
     T, n_pixels = values.shape
+    k = X.shape[1]
     W = _LANES
     S_count = monitor_begin.shape[0]
     stop = 0
@@ -681,19 +660,24 @@ def _roc_lanes_kernel(values, nodata, has_nodata, X8, k, monitor_begin, level, n
         Xc = np.zeros((T + LANE_REGRESSORS) * LANE_REGRESSORS * W)  # room for eight rows past the last
         yc = np.zeros((T + LANE_REGRESSORS) * W)
         w = np.empty(T * W)
-        Gs = np.empty((k, k))
-        Ps = np.empty((k, k))
+        alone_rows = np.empty(T, dtype=np.int64)
+        alone_y = np.empty(T)
+        alone_w = np.empty(T)
+        G = np.empty((k, k))
+        rhs = np.empty(k)
+        P = np.empty((k, k))
+        beta = np.empty(k)
+        Px = np.empty(k)
         L = np.empty((k, k))
         d = np.empty(k)
         idx = np.empty(k, dtype=np.int64)
-        z = np.empty(k)
         for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
             p0 = ib * W
             width = min(n_pixels, p0 + W) - p0
             load_tile(values, p0, width, stop, tile)
             for s in range(S_count):
-                _roc_block(tile, p0, width, s, monitor_begin[s], nodata, has_nodata, X8, k, level, rows, S, Xc, yc, w,
-                           Gs, Ps, L, d, idx, z, first_hist, flagged)
+                _roc_block(tile, p0, width, s, monitor_begin[s], nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
+                           alone_rows, alone_y, alone_w, G, rhs, P, beta, Px, L, d, idx, first_hist, flagged)
 
 
 @njit(parallel=True, cache=True)
@@ -735,12 +719,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                 if n <= k:
                     continue
                 if method_roc:
-                    full = _recursive_residuals(X, rows, y, n - 1, -1, n, w, G, rhs, Pinv, beta, Px, L, d, idx)
-                    y_scale = 0.0
-                    for j in range(n):
-                        y_scale = max(y_scale, abs(y[j]))
-                    sigma = _fit_sigma(X, rows, y, n, full, G, rhs, Pinv, beta, Px, L, d, idx)
-                    drop, flag = _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
+                    drop, flag = _roc_pixel(X, rows, y, n, level, w, G, rhs, Pinv, beta, Px, L, d, idx)
                     flagged[s, p] = flag
                 else:
                     drop = _bp_start(X, rows, y, n, rss, w, Q, L, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy)
@@ -766,7 +745,7 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
         X8[:, :k] = X
         n_blocks = -(-n_pixels // _LANES)
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
-        _roc_lanes_kernel(values, nodata, has_nodata, X8, k, plan.monitor_begin.astype(np.int64), plan.level_roc,
+        _roc_lanes_kernel(values, nodata, has_nodata, X, X8, plan.monitor_begin.astype(np.int64), plan.level_roc,
                           n_chunks, first, flagged)
         return first, flagged
     _history_kernel(
