@@ -1,12 +1,12 @@
 """Cost of stable-history selection in BFAST Monitor: ROC and BP vs history="all".
 
-For the D2 and Peru(Small)-shaped cubes of the BFAST GPU paper (``make_cube`` presets),
+For the D1–D6 and Peru(Small)-shaped cubes of the BFAST GPU paper (``make_cube`` presets),
 times ``bfast_monitor(..., history=H)`` for H in all / ROC / BP with one engine, best of
 ``--repeat`` warm runs, and prints one JSON line per (dataset, history) with the ratio to
 ``history="all"`` measured in the same run, plus the reference engine's per-pixel time on
 a pixel subset (and the engine's speed-up over it).
 
-    python benchmarks/bfast_history.py [--datasets D2,peru_small] [--engine cpu] [--repeat 3]
+    python benchmarks/bfast_history.py [--datasets D1,D2,D3,D4,D5,D6,peru_small] [--engine cpu] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tscube.datasets import make_cube
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default="D2,peru_small")
+    parser.add_argument("--datasets", default="D1,D2,D3,D4,D5,D6,peru_small")
     parser.add_argument("--engine", default="cpu")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--reference-pixels", type=int, default=32)

@@ -148,3 +148,41 @@ def test_bp_that_cannot_run_is_flagged_and_keeps_the_full_history():
         np.testing.assert_array_equal(getattr(bp, name)[0, :2], getattr(full, name)[0, :2], err_msg=name)
     roc = bfast_monitor(**kwargs, history="ROC", engine="cpu")  # ROC has no such limit
     assert not np.any(roc.status == BfastStatus.BP_TOO_SHORT)
+
+
+@pytest.mark.parametrize("nan_fraction", [0.0, 0.5, 0.9])
+def test_cpu_roc_lanes_equal_reference(nan_fraction):
+    """The cpu engine's ROC runs blocks of pixels as SIMD lanes (k <= 8): on 70 pixels
+    (two full blocks and a partial one) with breaks planted at different dates inside the
+    history, constant pixels, sparse pixels, two monitoring starts and designs of 2 to 8
+    regressors (and 10, the per-pixel loop), it selects the same history as the reference."""
+    cube = make_cube("demo", shape=(5, 14), n_dates=200, n_history=150, nan_fraction=nan_fraction,
+                     noise=0.02, seed=11, dtype=np.float64)
+    data = cube.data.copy()
+    for j in range(6):
+        data[30 + 15 * j:150, 0, j] += 0.3  # a shift inside the history
+    data[:, 1, :4] = 0.5  # constant: an exact fit, nothing to test
+    data[:100, 2, :5] = np.nan  # few candidates
+    starts = [cube.dates[150], cube.dates[120]]
+    for order in (0, 1, 3, 4):
+        kwargs = dict(data=data, dates=cube.dates, start=starts, freq=23, order=order, history="ROC")
+        cpu = bfast_monitor(**kwargs, engine="cpu")
+        assert_same_result(cpu, bfast_monitor(**kwargs, engine="reference"), rtol=1e-6)
+    if nan_fraction == 0.0:
+        assert np.all(cpu.n_history[0, 0, :6] < 150)  # the shifts were cut off
+
+
+def test_cpu_roc_lanes_aliased_starts_equal_reference():
+    """Pixels whose latest history candidates are one date a year apart (equal harmonics:
+    the reversed recursion starts rank deficient for many rows, solved in order per lane)."""
+    cube = make_cube("demo", shape=(3, 20), n_dates=330, n_history=300, nan_fraction=0.0,
+                     noise=0.02, seed=1, dtype=np.float64)
+    data = cube.data.copy()
+    yearly = np.zeros(300, dtype=bool)
+    yearly[300 - 23 * 10::23] = True
+    sparse = np.arange(300) >= 300 - 23 * 10
+    data[:300][sparse & ~yearly, :2] = np.nan
+    data[100:300, 0, :5] += 0.3
+    for order in (1, 3):
+        kwargs = dict(data=data, dates=cube.dates, start=cube.dates[300], freq=23, order=order, history="ROC")
+        assert_same_result(bfast_monitor(**kwargs, engine="cpu"), bfast_monitor(**kwargs, engine="reference"), rtol=1e-6)

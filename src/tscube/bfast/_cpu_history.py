@@ -6,7 +6,11 @@ Same rules as :mod:`tscube.bfast.history` (the reference), organised for speed:
   updates of ``(X'X)^{-1}`` and the coefficients, not a refit per step. While the first
   rows are rank deficient the step is a QR fit that drops aliased columns in order, as
   R's ``recresid`` does (:func:`~tscube.bfast._cpu_bai_perron.recursive_residuals`, the
-  Bai–Perron triangle's).
+  Bai–Perron triangle's). Designs of up to eight regressors (the usual trend and three
+  harmonics) run with the pixels as SIMD lanes (:func:`_roc_lanes_kernel`: compaction
+  of each pixel's candidates, then the recursion, fit and Rec-CUSUM scan in lockstep over
+  blocks of pixels); larger designs (season dummies), and lanes whose first rows are rank
+  deficient, one pixel at a time.
 * BP: the Bai–Perron triangle and dynamic programme of :mod:`tscube.bfast._cpu_bai_perron`
   (shared with BFAST Lite), then the BIC choice of the number of breaks.
 
@@ -18,13 +22,15 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
 from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, qr_fit_in_order,
                               recursive_residuals, rss_triangle)
-from ._cpu_series import compact_valid, load_tile
+from ._cpu_series import compact_valid, load_tile, tile_buffer
 from .history import ROC_LAMBDA_05
+from .ols import ALIAS_PIVOT_TOL
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
 
@@ -58,6 +64,23 @@ def _phi(x):
 
 
 @njit(cache=True)
+def _roc_verdict(stat, first, m, level):
+    """Rows to drop from the front (forward order) and the no-crossing flag, from the
+    Rec-CUSUM statistic ``stat`` of ``m`` recursive residuals and the first (1-based)
+    boundary crossing ``first`` of the reversed process (-1: none)."""
+    if stat < 0.3:
+        pvalue = 1.0 - 0.1465 * stat
+    else:
+        pvalue = 2.0 * (1.0 - _phi(3.0 * stat) + math.exp(-4.0 * stat * stat) * (_phi(stat) + _phi(5.0 * stat) - 1.0)
+                        - math.exp(-16.0 * stat * stat) * (1.0 - _phi(stat)))
+    if not pvalue < level:
+        return 0, False
+    if first < 0:
+        return 0, True
+    return m + 1 - first, False
+
+
+@njit(cache=True)
 def _roc_start(w, m, level, exact_fit):
     """Rows to drop from the front (forward order) and the no-crossing flag."""
     if m < 2 or exact_fit:
@@ -80,16 +103,20 @@ def _roc_start(w, m, level, exact_fit):
         stat = max(stat, value / (1.0 + 2.0 * j / m))
         if first < 0 and value > ROC_LAMBDA_05 * (1.0 + 2.0 * j / m):
             first = j
-    if stat < 0.3:
-        pvalue = 1.0 - 0.1465 * stat
-    else:
-        pvalue = 2.0 * (1.0 - _phi(3.0 * stat) + math.exp(-4.0 * stat * stat) * (_phi(stat) + _phi(5.0 * stat) - 1.0)
-                        - math.exp(-16.0 * stat * stat) * (1.0 - _phi(stat)))
-    if not pvalue < level:
-        return 0, False
-    if first < 0:
-        return 0, True
-    return m + 1 - first, False
+    return _roc_verdict(stat, first, m, level)
+
+
+@njit(cache=True)
+def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx):
+    """ROC of one pixel's ``n > k`` compacted candidates (forward order): rows to drop
+    from the front and the no-crossing flag."""
+    k = X.shape[1]
+    full_at = recursive_residuals(X, rows, y, n - 1, -1, n, w, Q, R, idx, beta, P, Px, _ROC_REFITS)
+    y_scale = 0.0
+    for j in range(n):
+        y_scale = max(y_scale, abs(y[j]))
+    sigma = _fit_sigma(X, rows, y, n, full_at <= n, Q, R, P, beta, idx)
+    return _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
 
 
 @njit(cache=True)
@@ -114,6 +141,454 @@ def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
             best_bic = bic
             start = breaks[mb - 1] + 1 if mb > 0 else 0
     return start
+
+
+# ROC with the pixels as SIMD lanes -------------------------------------------------------
+#
+# The data-parallel form of the per-pixel loop above (same rules, same schedule of exact
+# solves): each lane's history candidates are compacted in reversed order (a branch-free
+# filter) and their design rows gathered, so that step ``i`` of the recursion is row ``i``
+# of every lane at once; the exact solves (the first fit, on k rows, and its refresh at
+# 2k), the rank-one updates, the fit of all candidates and the Rec-CUSUM scan then run
+# over all lanes of a block, lanes past their own length masked. A lane whose rows are
+# rank deficient at an exact solve (rare: e.g. dates a whole number of years apart) is
+# left to the per-pixel loop, which drops aliased columns in order as R does.
+#
+# Layout: flat arrays with a compile-time row length of ``_LANES``, so that LLVM sees
+# constant distances between the rows it loads and stores and vectorises the lane loops
+# (with runtime row strides it would need a runtime alias check per pair of rows, and
+# gives up), indexed by unsigned integers (a signed index gets numba's negative-index
+# wraparound, which turns every vector load and store into a gather or scatter). Per-lane
+# state ``S`` has one row per quantity (the ``_S_*`` offsets); symmetric k x k matrices
+# are packed lower triangles, element ``a (a + 1) / 2 + b``.
+
+#: Regressors of the lane kernel: the design padded with zero columns to 8 (a zero column
+#: adds exact zeros everywhere); designs with more regressors use the loop above.
+LANE_REGRESSORS = 8
+_LANES = 64  # pixels per block of the lane kernel
+_PACKED = LANE_REGRESSORS * (LANE_REGRESSORS + 1) // 2
+_S_P = 0  # (X'X)^{-1}, packed
+_S_BETA = _S_P + _PACKED  # coefficients (rows 36..43, written out in _rank_one_step and _fit_rss)
+_S_G = _S_BETA + LANE_REGRESSORS  # Gram of the rows an exact solve needs, packed
+_S_RHS = _S_G + _PACKED  # their X'y
+_S_TAKE = _S_RHS + LANE_REGRESSORS  # weights (1.0 or 0.0) of the rows added to the Gram
+_S_FULL = _S_TAKE + LANE_REGRESSORS  # 1.0: the lane's fit has full rank (rank-one updates)
+_S_ALONE = _S_FULL + 1  # 1.0: rank deficient at an exact solve: the lane is done alone
+_S_COUNT = _S_ALONE + 1  # number of candidates
+_S_YMAX = _S_COUNT + 1  # max |y| over them
+_S_RSS = _S_YMAX + 1  # residual sum of squares of their fit
+_S_MEAN = _S_RSS + 1  # Rec-CUSUM: mean of the recursive residuals,
+_S_SCALE = _S_MEAN + 1  # 1 / (their sd * sqrt(m)),
+_S_CUM = _S_SCALE + 1  # their running sum,
+_S_STAT = _S_CUM + 1  # the max statistic
+_S_FIRST = _S_STAT + 1  # and the first boundary crossing (-1: none)
+_S_OK = _S_FIRST + 1  # the lane-parallel exact solve: 1.0 where no pivot failed,
+_S_D = _S_OK + 1  # 1 / sqrt of the Gram's diagonal,
+_S_L = _S_D + LANE_REGRESSORS  # Cholesky factor of the equilibrated Gram, packed,
+_S_RL = _S_L + _PACKED  # 1 / its diagonal,
+_S_Z = _S_RL + LANE_REGRESSORS  # a column of its inverse (forward, then backward substitution),
+_S_TMP = _S_Z + LANE_REGRESSORS  # a running sum,
+_S_PNEW = _S_TMP + 1  # the new (X'X)^{-1}, packed,
+_S_BNEW = _S_PNEW + _PACKED  # and coefficients
+_S_ROWS = _S_BNEW + LANE_REGRESSORS
+_FAST = {"contract"}
+_U = np.uint64  # unsigned indices: no negative-index wraparound, so contiguous vector loads
+
+
+@njit(cache=True, error_model="numpy")
+def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
+    """Lane ``q``'s valid candidates among dates ``[0, stop)`` (``tile[q]``), latest first:
+    dates in ``rows[:n, q]``, values in ``yc[i * _LANES + q]``; their number and max |y|
+    into ``S``. Branch-free: every date is written at the lane's next free row, which
+    advances only when the value is valid (NaN, inf, ``nodata`` are not)."""
+    W = _LANES
+    for q in range(W):
+        S[_U(_S_COUNT * W + q)] = 0.0
+        S[_U(_S_YMAX * W + q)] = 0.0
+    for q in range(width):
+        n = 0
+        top = 0.0
+        for t in range(stop - 1, -1, -1):
+            v = tile[q, t]
+            good = (v == v) & (abs(v) != np.inf) & ((v != nodata) | (not has_nodata))
+            rows[n, q] = t
+            yc[_U(n * W + q)] = v if good else 0.0
+            n += 1 if good else 0
+            top = max(top, abs(v)) if good else top
+        S[_U(_S_COUNT * W + q)] = n
+        S[_U(_S_YMAX * W + q)] = top
+
+
+@njit(cache=True)
+def _gather_design(X8, rows, n_rows, Xc):
+    """``Xc[(i * 8 + b) * _LANES + q] = X8[rows[i, q], b]``: the design rows of every
+    lane's compacted candidates (an indexed load, kept out of the vectorised loops)."""
+    W = _LANES
+    K = LANE_REGRESSORS
+    for i in range(n_rows):
+        for q in range(W):
+            r = rows[i, q]
+            for b in range(K):
+                Xc[_U((i * K + b) * W + q)] = X8[r, b]
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _inverse_lanes(S, k):
+    """The exact solve of the normal equations, all lanes at once: the
+    equilibrated Cholesky factor of each lane's Gram, the lower triangle of its inverse
+    column by column (the same substitutions, divisions as products with reciprocals),
+    and the coefficients, into the ``_S_PNEW`` and ``_S_BNEW`` rows; ``_S_OK`` = 0.0 where
+    a pivot says a column is aliased (those lanes leave for the per-pixel loop)."""
+    W = _LANES
+    for q in range(W):
+        S[_U(_S_OK * W + q)] = 1.0
+    for a in range(k):
+        for q in range(W):
+            g = S[_U((_S_G + a * (a + 1) // 2 + a) * W + q)]
+            bad = not g > 0.0
+            S[_U(_S_OK * W + q)] = 0.0 if bad else S[_U(_S_OK * W + q)]
+            S[_U((_S_D + a) * W + q)] = 1.0 if bad else 1.0 / math.sqrt(g)
+    for a in range(k):
+        ia = a * (a + 1) // 2
+        for c in range(a):
+            ic = c * (c + 1) // 2
+            for q in range(W):
+                S[_U(_S_TMP * W + q)] = S[_U((_S_G + ia + c) * W + q)] * (S[_U((_S_D + a) * W + q)] * S[_U((_S_D + c) * W + q)])
+            for m in range(c):
+                for q in range(W):
+                    S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + m) * W + q)] * S[_U((_S_L + ic + m) * W + q)]
+            for q in range(W):
+                S[_U((_S_L + ia + c) * W + q)] = S[_U(_S_TMP * W + q)] * S[_U((_S_RL + c) * W + q)]
+        for q in range(W):
+            S[_U(_S_TMP * W + q)] = 1.0
+        for c in range(a):
+            for q in range(W):
+                S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + c) * W + q)] * S[_U((_S_L + ia + c) * W + q)]
+        for q in range(W):
+            pivot = S[_U(_S_TMP * W + q)]
+            bad = pivot < ALIAS_PIVOT_TOL
+            S[_U(_S_OK * W + q)] = 0.0 if bad else S[_U(_S_OK * W + q)]
+            root = 1.0 if bad else math.sqrt(pivot)
+            S[_U((_S_L + ia + a) * W + q)] = root
+            S[_U((_S_RL + a) * W + q)] = 1.0 / root
+    for b in range(k):  # column b of the inverse, rows b..k-1
+        for q in range(W):
+            S[_U((_S_Z + b) * W + q)] = S[_U((_S_RL + b) * W + q)]
+        for a in range(b + 1, k):
+            ia = a * (a + 1) // 2
+            for q in range(W):
+                S[_U(_S_TMP * W + q)] = 0.0
+            for m in range(b, a):
+                for q in range(W):
+                    S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + m) * W + q)] * S[_U((_S_Z + m) * W + q)]
+            for q in range(W):
+                S[_U((_S_Z + a) * W + q)] = S[_U(_S_TMP * W + q)] * S[_U((_S_RL + a) * W + q)]
+        for a in range(k - 1, b - 1, -1):
+            for m in range(a + 1, k):
+                im = m * (m + 1) // 2
+                for q in range(W):
+                    S[_U((_S_Z + a) * W + q)] -= S[_U((_S_L + im + a) * W + q)] * S[_U((_S_Z + m) * W + q)]
+            for q in range(W):
+                S[_U((_S_Z + a) * W + q)] *= S[_U((_S_RL + a) * W + q)]
+        for a in range(b, k):
+            for q in range(W):
+                S[_U((_S_PNEW + a * (a + 1) // 2 + b) * W + q)] = (
+                    S[_U((_S_Z + a) * W + q)] * (S[_U((_S_D + a) * W + q)] * S[_U((_S_D + b) * W + q)]))
+    for a in range(k):
+        for q in range(W):
+            S[_U(_S_TMP * W + q)] = 0.0
+        for b in range(k):
+            ab = a * (a + 1) // 2 + b if b <= a else b * (b + 1) // 2 + a
+            for q in range(W):
+                S[_U(_S_TMP * W + q)] += S[_U((_S_PNEW + ab) * W + q)] * S[_U((_S_RHS + b) * W + q)]
+        for q in range(W):
+            S[_U((_S_BNEW + a) * W + q)] = S[_U(_S_TMP * W + q)]
+
+
+@njit(cache=True, error_model="numpy")
+def _exact_solves(S, i, k, width):
+    """The exact solves of step ``i`` (the first fit, on ``k`` rows, and its refresh at
+    2k), lane-parallel, taken by every lane that has row ``i``; a lane where a pivot says
+    a column is aliased leaves the lanes for the per-pixel loop (R's in-order aliasing)."""
+    W = _LANES
+    _inverse_lanes(S, k)
+    for q in range(width):
+        if not (i < S[_U(_S_COUNT * W + q)] and S[_U(_S_ALONE * W + q)] == 0.0):
+            continue
+        if S[_U(_S_OK * W + q)] != 0.0:
+            for ab in range(_PACKED):
+                S[_U((_S_P + ab) * W + q)] = S[_U((_S_PNEW + ab) * W + q)]
+            for a in range(LANE_REGRESSORS):
+                S[_U((_S_BETA + a) * W + q)] = S[_U((_S_BNEW + a) * W + q)]
+            S[_U(_S_FULL * W + q)] = 1.0
+        else:
+            S[_U(_S_FULL * W + q)] = 0.0
+            S[_U(_S_ALONE * W + q)] = 1.0
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _add_eight_rows(S, Xc, yc, lo, hi, k):
+    """Gram and X'y of the exact solves: add rows ``lo .. hi - 1`` (at most eight) of every
+    lane that has them, eight rows per pass over the Gram (the sums in the order of the
+    rows)."""
+    W = _LANES
+    R = LANE_REGRESSORS * W  # from one row's design values to the next row's
+    for j in range(LANE_REGRESSORS):
+        for q in range(W):
+            S[_U((_S_TAKE + j) * W + q)] = 1.0 if lo + j < hi and lo + j < S[_U(_S_COUNT * W + q)] else 0.0
+    t0 = _S_TAKE * W
+    for a in range(k):
+        for b in range(a + 2):
+            g = (_S_G + a * (a + 1) // 2 + b) * W if b <= a else (_S_RHS + a) * W
+            x = lo * R + a * W
+            v = lo * R + b * W  # the other factor: column b, or (b = a + 1) the values
+            for q in range(W):
+                acc = S[_U(g + q)]
+                acc += Xc[_U(x + q)] * (Xc[_U(v + q)] if b <= a else yc[_U(lo * W + q)]) * S[_U(t0 + q)]
+                acc += Xc[_U(x + R + q)] * (Xc[_U(v + R + q)] if b <= a else yc[_U((lo + 1) * W + q)]) * S[_U(t0 + W + q)]
+                acc += Xc[_U(x + 2 * R + q)] * (Xc[_U(v + 2 * R + q)] if b <= a else yc[_U((lo + 2) * W + q)]) * S[_U(t0 + 2 * W + q)]
+                acc += Xc[_U(x + 3 * R + q)] * (Xc[_U(v + 3 * R + q)] if b <= a else yc[_U((lo + 3) * W + q)]) * S[_U(t0 + 3 * W + q)]
+                acc += Xc[_U(x + 4 * R + q)] * (Xc[_U(v + 4 * R + q)] if b <= a else yc[_U((lo + 4) * W + q)]) * S[_U(t0 + 4 * W + q)]
+                acc += Xc[_U(x + 5 * R + q)] * (Xc[_U(v + 5 * R + q)] if b <= a else yc[_U((lo + 5) * W + q)]) * S[_U(t0 + 5 * W + q)]
+                acc += Xc[_U(x + 6 * R + q)] * (Xc[_U(v + 6 * R + q)] if b <= a else yc[_U((lo + 6) * W + q)]) * S[_U(t0 + 6 * W + q)]
+                acc += Xc[_U(x + 7 * R + q)] * (Xc[_U(v + 7 * R + q)] if b <= a else yc[_U((lo + 7) * W + q)]) * S[_U(t0 + 7 * W + q)]
+                S[_U(g + q)] = acc
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _rank_one_step(S, Xc, yc, w, i, k):
+    """Recursive residual of row ``i`` of every lane into ``w[(i - k) * _LANES + q]`` and,
+    for the lanes that have that row and a full-rank fit, the Sherman–Morrison update of
+    ``(X'X)^{-1}`` and the coefficients by it. Eight regressors unrolled, each lane's
+    values in registers: ``(X'X)^{-1}`` is read and written once per step."""
+    W = _LANES
+    x = i * LANE_REGRESSORS * W
+    for q in range(W):
+        x0, x1, x2, x3 = Xc[_U(x + q)], Xc[_U(x + W + q)], Xc[_U(x + 2 * W + q)], Xc[_U(x + 3 * W + q)]
+        x4, x5, x6, x7 = Xc[_U(x + 4 * W + q)], Xc[_U(x + 5 * W + q)], Xc[_U(x + 6 * W + q)], Xc[_U(x + 7 * W + q)]
+        u0 = (S[_U(0 * W + q)] * x0 + S[_U(1 * W + q)] * x1 + S[_U(3 * W + q)] * x2 + S[_U(6 * W + q)] * x3
+              + S[_U(10 * W + q)] * x4 + S[_U(15 * W + q)] * x5 + S[_U(21 * W + q)] * x6 + S[_U(28 * W + q)] * x7)
+        u1 = (S[_U(1 * W + q)] * x0 + S[_U(2 * W + q)] * x1 + S[_U(4 * W + q)] * x2 + S[_U(7 * W + q)] * x3
+              + S[_U(11 * W + q)] * x4 + S[_U(16 * W + q)] * x5 + S[_U(22 * W + q)] * x6 + S[_U(29 * W + q)] * x7)
+        u2 = (S[_U(3 * W + q)] * x0 + S[_U(4 * W + q)] * x1 + S[_U(5 * W + q)] * x2 + S[_U(8 * W + q)] * x3
+              + S[_U(12 * W + q)] * x4 + S[_U(17 * W + q)] * x5 + S[_U(23 * W + q)] * x6 + S[_U(30 * W + q)] * x7)
+        u3 = (S[_U(6 * W + q)] * x0 + S[_U(7 * W + q)] * x1 + S[_U(8 * W + q)] * x2 + S[_U(9 * W + q)] * x3
+              + S[_U(13 * W + q)] * x4 + S[_U(18 * W + q)] * x5 + S[_U(24 * W + q)] * x6 + S[_U(31 * W + q)] * x7)
+        u4 = (S[_U(10 * W + q)] * x0 + S[_U(11 * W + q)] * x1 + S[_U(12 * W + q)] * x2 + S[_U(13 * W + q)] * x3
+              + S[_U(14 * W + q)] * x4 + S[_U(19 * W + q)] * x5 + S[_U(25 * W + q)] * x6 + S[_U(32 * W + q)] * x7)
+        u5 = (S[_U(15 * W + q)] * x0 + S[_U(16 * W + q)] * x1 + S[_U(17 * W + q)] * x2 + S[_U(18 * W + q)] * x3
+              + S[_U(19 * W + q)] * x4 + S[_U(20 * W + q)] * x5 + S[_U(26 * W + q)] * x6 + S[_U(33 * W + q)] * x7)
+        u6 = (S[_U(21 * W + q)] * x0 + S[_U(22 * W + q)] * x1 + S[_U(23 * W + q)] * x2 + S[_U(24 * W + q)] * x3
+              + S[_U(25 * W + q)] * x4 + S[_U(26 * W + q)] * x5 + S[_U(27 * W + q)] * x6 + S[_U(34 * W + q)] * x7)
+        u7 = (S[_U(28 * W + q)] * x0 + S[_U(29 * W + q)] * x1 + S[_U(30 * W + q)] * x2 + S[_U(31 * W + q)] * x3
+              + S[_U(32 * W + q)] * x4 + S[_U(33 * W + q)] * x5 + S[_U(34 * W + q)] * x6 + S[_U(35 * W + q)] * x7)
+        f = 1.0 + (x0 * u0 + x1 * u1 + x2 * u2 + x3 * u3 + x4 * u4 + x5 * u5 + x6 * u6 + x7 * u7)
+        pred = (x0 * S[_U(36 * W + q)] + x1 * S[_U(37 * W + q)] + x2 * S[_U(38 * W + q)] + x3 * S[_U(39 * W + q)]
+                + x4 * S[_U(40 * W + q)] + x5 * S[_U(41 * W + q)] + x6 * S[_U(42 * W + q)] + x7 * S[_U(43 * W + q)])
+        err = yc[_U(i * W + q)] - pred
+        root = 1.0 / math.sqrt(f)  # one square root and one division per lane and step
+        w[_U((i - k) * W + q)] = err * root
+        live = i < S[_U(_S_COUNT * W + q)]
+        g = root * root if live and S[_U(_S_FULL * W + q)] != 0.0 else 0.0
+        c = err * g
+        S[_U(36 * W + q)] += u0 * c
+        S[_U(37 * W + q)] += u1 * c
+        S[_U(38 * W + q)] += u2 * c
+        S[_U(39 * W + q)] += u3 * c
+        S[_U(40 * W + q)] += u4 * c
+        S[_U(41 * W + q)] += u5 * c
+        S[_U(42 * W + q)] += u6 * c
+        S[_U(43 * W + q)] += u7 * c
+        v = u0 * g
+        S[_U(0 * W + q)] -= v * u0
+        v = u1 * g
+        S[_U(1 * W + q)] -= v * u0
+        S[_U(2 * W + q)] -= v * u1
+        v = u2 * g
+        S[_U(3 * W + q)] -= v * u0
+        S[_U(4 * W + q)] -= v * u1
+        S[_U(5 * W + q)] -= v * u2
+        v = u3 * g
+        S[_U(6 * W + q)] -= v * u0
+        S[_U(7 * W + q)] -= v * u1
+        S[_U(8 * W + q)] -= v * u2
+        S[_U(9 * W + q)] -= v * u3
+        v = u4 * g
+        S[_U(10 * W + q)] -= v * u0
+        S[_U(11 * W + q)] -= v * u1
+        S[_U(12 * W + q)] -= v * u2
+        S[_U(13 * W + q)] -= v * u3
+        S[_U(14 * W + q)] -= v * u4
+        v = u5 * g
+        S[_U(15 * W + q)] -= v * u0
+        S[_U(16 * W + q)] -= v * u1
+        S[_U(17 * W + q)] -= v * u2
+        S[_U(18 * W + q)] -= v * u3
+        S[_U(19 * W + q)] -= v * u4
+        S[_U(20 * W + q)] -= v * u5
+        v = u6 * g
+        S[_U(21 * W + q)] -= v * u0
+        S[_U(22 * W + q)] -= v * u1
+        S[_U(23 * W + q)] -= v * u2
+        S[_U(24 * W + q)] -= v * u3
+        S[_U(25 * W + q)] -= v * u4
+        S[_U(26 * W + q)] -= v * u5
+        S[_U(27 * W + q)] -= v * u6
+        v = u7 * g
+        S[_U(28 * W + q)] -= v * u0
+        S[_U(29 * W + q)] -= v * u1
+        S[_U(30 * W + q)] -= v * u2
+        S[_U(31 * W + q)] -= v * u3
+        S[_U(32 * W + q)] -= v * u4
+        S[_U(33 * W + q)] -= v * u5
+        S[_U(34 * W + q)] -= v * u6
+        S[_U(35 * W + q)] -= v * u7
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _fit_rss(S, Xc, yc, n_rows):
+    """Residual sum of squares of each lane's candidates under its coefficients."""
+    W = _LANES
+    K = LANE_REGRESSORS
+    for q in range(W):
+        S[_U(_S_RSS * W + q)] = 0.0
+    for i in range(n_rows):
+        x = i * K * W
+        for q in range(W):
+            fit = (Xc[_U(x + q)] * S[_U(36 * W + q)] + Xc[_U(x + W + q)] * S[_U(37 * W + q)]
+                   + Xc[_U(x + 2 * W + q)] * S[_U(38 * W + q)] + Xc[_U(x + 3 * W + q)] * S[_U(39 * W + q)]
+                   + Xc[_U(x + 4 * W + q)] * S[_U(40 * W + q)] + Xc[_U(x + 5 * W + q)] * S[_U(41 * W + q)]
+                   + Xc[_U(x + 6 * W + q)] * S[_U(42 * W + q)] + Xc[_U(x + 7 * W + q)] * S[_U(43 * W + q)])
+            e = yc[_U(i * W + q)] - fit
+            S[_U(_S_RSS * W + q)] += e * e if i < S[_U(_S_COUNT * W + q)] else 0.0
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _rec_cusum_lanes(S, w, k):
+    """Rec-CUSUM of each lane's ``m = count - k`` recursive residuals: its max statistic
+    and first (1-based) crossing of the alpha = 0.05 boundary (-1: none), the arithmetic
+    of :func:`_roc_start` over all lanes."""
+    W = _LANES
+    m_max = 0.0
+    for q in range(W):
+        m_max = max(m_max, S[_U(_S_COUNT * W + q)] - k)
+        S[_U(_S_MEAN * W + q)] = 0.0
+        S[_U(_S_SCALE * W + q)] = 0.0  # the sum of squares first
+        S[_U(_S_CUM * W + q)] = 0.0
+        S[_U(_S_STAT * W + q)] = 0.0
+        S[_U(_S_FIRST * W + q)] = -1.0
+    for j in range(int(m_max)):
+        for q in range(W):
+            S[_U(_S_MEAN * W + q)] += w[_U(j * W + q)] if j < S[_U(_S_COUNT * W + q)] - k else 0.0
+    for q in range(W):
+        S[_U(_S_MEAN * W + q)] /= max(S[_U(_S_COUNT * W + q)] - k, 1.0)
+    for j in range(int(m_max)):
+        for q in range(W):
+            e = w[_U(j * W + q)] - S[_U(_S_MEAN * W + q)]
+            S[_U(_S_SCALE * W + q)] += e * e if j < S[_U(_S_COUNT * W + q)] - k else 0.0
+    for q in range(W):
+        m = max(S[_U(_S_COUNT * W + q)] - k, 2.0)
+        S[_U(_S_SCALE * W + q)] = 1.0 / (math.sqrt(S[_U(_S_SCALE * W + q)] / (m - 1.0)) * math.sqrt(m))
+    for j in range(1, int(m_max) + 1):
+        for q in range(W):
+            m = S[_U(_S_COUNT * W + q)] - k
+            live = j <= m
+            cum = S[_U(_S_CUM * W + q)] + (w[_U((j - 1) * W + q)] if live else 0.0)
+            S[_U(_S_CUM * W + q)] = cum
+            value = abs(cum * S[_U(_S_SCALE * W + q)])
+            bound = 1.0 + 2.0 * j / max(m, 1.0)
+            stat = S[_U(_S_STAT * W + q)]
+            S[_U(_S_STAT * W + q)] = max(stat, value / bound) if live else stat
+            first = S[_U(_S_FIRST * W + q)]
+            S[_U(_S_FIRST * W + q)] = j if live and first < 0.0 and value > ROC_LAMBDA_05 * bound else first
+
+
+@njit(cache=True, error_model="numpy")
+def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
+               alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged):
+    """ROC history start of pixels ``[p0, p0 + width)`` (``tile``: their series) for the
+    start ``s`` (candidates before date ``stop``), with the pixels as lanes; lanes rank
+    deficient at an exact solve are done by the per-pixel loop (``alone_*``, ``Q`` ... ``idx``:
+    its buffers)."""
+    W = _LANES
+    k = X.shape[1]
+    _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S)
+    n_max = 0
+    for q in range(W):
+        n_max = max(n_max, int(S[_U(_S_COUNT * W + q)]))
+    for q in range(width):
+        first_hist[s, p0 + q] = 0
+        flagged[s, p0 + q] = False
+    if n_max <= k:
+        return
+    _gather_design(X8, rows, n_max, Xc)
+    S[: _S_COUNT * W] = 0.0  # P, beta, the Gram, flags
+    _add_eight_rows(S, Xc, yc, 0, k, k)
+    for i in range(k, n_max):
+        if i == k or i == 2 * k:  # the first fit and its refresh (the per-pixel loop's schedule)
+            _exact_solves(S, i, k, width)
+            if i == k:  # the rows the refresh needs
+                _add_eight_rows(S, Xc, yc, k, 2 * k, k)
+        _rank_one_step(S, Xc, yc, w, i, k)
+    _fit_rss(S, Xc, yc, n_max)
+    _rec_cusum_lanes(S, w, k)
+    for q in range(width):
+        n = int(S[_U(_S_COUNT * W + q)])
+        m = n - k
+        if S[_U(_S_ALONE * W + q)] != 0.0:  # the per-pixel loop, on the candidates in forward order
+            for j in range(n):
+                alone_rows[j] = rows[n - 1 - j, q]
+                alone_y[j] = yc[_U((n - 1 - j) * W + q)]
+            drop, flag = _roc_pixel(X, alone_rows, alone_y, n, level, alone_w, Q, R, P, beta, Px, idx)
+            flagged[s, p0 + q] = flag
+            first_hist[s, p0 + q] = alone_rows[drop] if drop > 0 else 0
+            continue
+        if m < 2:
+            continue
+        sigma = math.sqrt(S[_U(_S_RSS * W + q)] / m)
+        if not sigma > PERFECT_FIT_RTOL * S[_U(_S_YMAX * W + q)]:
+            continue  # e.g. a constant series: nothing to test
+        drop, flag = _roc_verdict(S[_U(_S_STAT * W + q)], int(S[_U(_S_FIRST * W + q)]), m, level)
+        flagged[s, p0 + q] = flag
+        if drop > 0:
+            first_hist[s, p0 + q] = rows[n - 1 - drop, q]
+
+
+@njit(parallel=True, cache=True)
+def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n_chunks, first_hist, flagged):
+    """ROC history selection, ``n_chunks`` parallel workers each streaming its range of
+    blocks of ``_LANES`` pixels through private buffers."""
+    T, n_pixels = values.shape
+    k = X.shape[1]
+    W = _LANES
+    S_count = monitor_begin.shape[0]
+    stop = 0
+    for s in range(S_count):
+        stop = max(stop, monitor_begin[s])
+    n_blocks = (n_pixels + W - 1) // W
+    for c in prange(n_chunks):
+        tile = tile_buffer(W, stop)
+        rows = np.zeros((T, W), dtype=np.int64)  # rows past a lane's count: any date
+        S = np.zeros(_S_ROWS * W)
+        Xc = np.zeros((T + LANE_REGRESSORS) * LANE_REGRESSORS * W)  # room for eight rows past the last
+        yc = np.zeros((T + LANE_REGRESSORS) * W)
+        w = np.empty(T * W)
+        alone_rows = np.empty(T, dtype=np.int64)
+        alone_y = np.empty(T)
+        alone_w = np.empty(T)
+        Q = np.empty((T, k))
+        R = np.empty((k, k))
+        P = np.empty((k, k))
+        beta = np.empty(k)
+        Px = np.empty(k)
+        idx = np.empty(k, dtype=np.int64)
+        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            p0 = ib * W
+            width = min(n_pixels, p0 + W) - p0
+            load_tile(values, p0, width, stop, tile)
+            for s in range(S_count):
+                _roc_block(tile, p0, width, s, monitor_begin[s], nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
+                           alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged)
 
 
 @njit(parallel=True, cache=True)
@@ -142,7 +617,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         stop = 0
         for s in range(S):
             stop = max(stop, monitor_begin[s])
-        tile = np.empty((block, stop))
+        tile = tile_buffer(block, stop)
         load_tile(values, p0, width, stop, tile)
         for q in range(width):
             p = p0 + q
@@ -152,18 +627,13 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                 if n <= k:
                     continue
                 if method_roc:
-                    full_at = recursive_residuals(X, rows, y, n - 1, -1, n, w, Q, R, idx, beta, Pinv, Px, _ROC_REFITS)
-                    y_scale = 0.0
-                    for j in range(n):
-                        y_scale = max(y_scale, abs(y[j]))
-                    sigma = _fit_sigma(X, rows, y, n, full_at <= n, Q, R, Pinv, beta, idx)
-                    drop, flag = _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
+                    drop, flag = _roc_pixel(X, rows, y, n, level, w, Q, R, Pinv, beta, Px, idx)
                     flagged[s, p] = flag
                 else:
                     drop = _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy)
                     flagged[s, p] = drop < 0
                     drop = max(drop, 0)
-                first_hist[s, p] = rows[drop]
+                first_hist[s, p] = rows[drop] if drop > 0 else 0  # 0: every candidate, as "all"
 
 
 def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np.ndarray | None]:
@@ -176,6 +646,16 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
         return first, None
     flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
+    X = plan.design.matrix
+    k = X.shape[1]
+    if plan.history == "ROC" and k <= LANE_REGRESSORS and n_pixels:
+        X8 = np.zeros((X.shape[0], LANE_REGRESSORS))
+        X8[:, :k] = X
+        n_blocks = -(-n_pixels // _LANES)
+        n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
+        _roc_lanes_kernel(values, nodata, has_nodata, X, X8, plan.monitor_begin.astype(np.int64), plan.level_roc,
+                          n_chunks, first, flagged)
+        return first, flagged
     _history_kernel(
         values, nodata, has_nodata,
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.history == "ROC",

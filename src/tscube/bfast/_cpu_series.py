@@ -14,13 +14,37 @@ import math
 import numpy as np
 from numba import njit
 
+from .._prefetch import prefetch_row
+
+
+@njit(cache=True)
+def tile_buffer(width, stop):
+    """An uninitialised float64 tile for :func:`load_tile`: ``width`` rows of at least
+    ``stop`` values, each row an odd number of cache lines long. (Rows a power of two of
+    lines apart, e.g. 256 dates, fall into the same few sets of the L1 cache, and the
+    transposed writes of :func:`load_tile` then evict each other.)"""
+    lines = max(1, (stop + 7) // 8)
+    return np.empty((width, 8 * (lines | 1)))
+
+
+_PREFETCH_DATES = 8  # dates ahead whose rows load_tile asks the cache for
+
 
 @njit(cache=True)
 def load_tile(values, p0, width, stop, tile):
-    """``tile[q, t] = values[t, p0 + q]`` (float64) for ``q < width``, ``t < stop``."""
+    """``tile[q, t] = values[t, p0 + q]`` (float64) for ``q < width``, ``t < stop``.
+
+    The rows of consecutive dates are a page apart, which no hardware prefetcher follows:
+    each row is asked for ``_PREFETCH_DATES`` dates ahead."""
+    base = np.uint64(p0)
+    line = max(1, 64 // values.itemsize)  # elements per cache line
     for t in range(stop):
+        if t + _PREFETCH_DATES < stop:
+            for q in range(0, width, line):
+                prefetch_row(values, t + _PREFETCH_DATES, base + np.uint64(q))
+            prefetch_row(values, t + _PREFETCH_DATES, base + np.uint64(width - 1))
         for q in range(width):
-            tile[q, t] = np.float64(values[t, p0 + q])
+            tile[q, t] = np.float64(values[t, base + np.uint64(q)])
 
 
 @njit(cache=True)
