@@ -450,66 +450,86 @@ def _normalise_dates(dates) -> np.ndarray:
     return np.asarray(dates, dtype=np.float64)
 
 
-def state_dataset(state: dict, model: dict, dates, alert: np.ndarray, pixel_dims, pixel_coords=None):
-    """The state, its result and the ``alert`` map as one :class:`xarray.Dataset` over the
-    pixel dims (``pixel_coords``: the pixel coordinates to keep)."""
-    import json
+def state_variables(state: dict, model: dict, dates, alert: np.ndarray) -> dict[str, tuple[tuple, np.ndarray]]:
+    """Every variable of a saved state over flat pixel lanes: name -> (extra dims, array
+    ``(*extra sizes, P)``): the outputs of :func:`state_result`, ``alert`` and the state
+    arrays (prefixed :data:`STATE_PREFIX`)."""
+    variables = {name: ((), array) for name, array in state_result(state, model, dates).items()}
+    variables["alert"] = ((), np.asarray(alert, dtype=np.bool_))
+    for name, array in state.items():
+        variables[STATE_PREFIX + name] = ((_STATE_DIMS[name],) if name in _STATE_DIMS else (), array)
+    return variables
 
-    import xarray as xr
+
+def state_attrs(model: dict) -> dict:
+    """Dataset attributes of a saved state: the model (JSON, read back by
+    :func:`state_from_dataset`) and the attributes of a ``bfast_monitor`` result."""
+    import json
 
     from ..xarray_blocks import serialisable_attrs
+
+    attrs = dict(tscube_function="bfast_monitor", tscube_state_version=STATE_VERSION,
+                 tscube_state_model=json.dumps(model, sort_keys=True),
+                 **{key: model[key] for key in ("start", "order", "trend", "h", "level", "end", "critval", "history",
+                                                "freq", "engine", "regressors")})
+    return serialisable_attrs(attrs)
+
+
+def variable_attrs(name: str) -> dict:
+    """CF-style attributes of a state dataset's variable."""
     from ._xarray import _BFAST_VARIABLE_ATTRS
 
+    if name == "alert":
+        return {"long_name": "first break among the dates of the last update (or of the fit)"}
+    return dict(_BFAST_VARIABLE_ATTRS.get(name, {}))
+
+
+def state_dataset(state: dict, model: dict, dates, alert: np.ndarray, pixel_dims, pixel_coords):
+    """The state, its result and the ``alert`` map as one :class:`xarray.Dataset` over the
+    pixel dims (``pixel_coords``: a coordinate for each pixel dim)."""
+    import xarray as xr
+
     pixel_dims = tuple(pixel_dims)
-    pixel_shape = tuple(len(pixel_coords[d]) if pixel_coords and d in pixel_coords else None for d in pixel_dims)
-    n_pixels = state["fitted_status"].shape[0]
-    if None in pixel_shape:
-        if len(pixel_dims) != 1:
-            raise ValueError("pixel coordinates are needed for more than one pixel dimension")
-        pixel_shape = (n_pixels,)
+    pixel_shape = tuple(len(pixel_coords[d]) for d in pixel_dims)
     dates = _normalise_dates(dates)
     variables = {}
-    for name, array in state_result(state, model, dates).items():
-        variables[name] = (pixel_dims, array.reshape(pixel_shape), _BFAST_VARIABLE_ATTRS.get(name, {}))
-    variables["alert"] = (pixel_dims, np.asarray(alert, dtype=np.bool_).reshape(pixel_shape),
-                          {"long_name": "first break among the dates of the last update"})
-    for name, array in state.items():
-        lead = (_STATE_DIMS[name],) if name in _STATE_DIMS else ()
-        variables[STATE_PREFIX + name] = (lead + pixel_dims, array.reshape(array.shape[:len(lead)] + pixel_shape))
+    for name, (lead, array) in state_variables(state, model, dates, alert).items():
+        variables[name] = (lead + pixel_dims, array.reshape(array.shape[:len(lead)] + pixel_shape), variable_attrs(name))
     begin = len(dates) - state["residuals"].shape[0]
     coords = {"date": dates, "monitor_time": dates[begin:]}  # regressor names: attrs["regressors"]
-    coords.update({d: pixel_coords[d] for d in pixel_dims if pixel_coords and d in pixel_coords})
-    ds = xr.Dataset(variables, coords=coords)
-    attrs = dict(tscube_function="bfast_monitor", tscube_state_version=STATE_VERSION,
-                 tscube_state_model=json.dumps(model, sort_keys=True), start=model["start"], order=model["order"],
-                 trend=model["trend"], h=model["h"], level=model["level"], end=model["end"],
-                 critval=model["critval"], history=model["history"], freq=model["freq"], engine=model["engine"],
-                 regressors=model["regressors"])
-    ds.attrs.update(serialisable_attrs(attrs))
-    return ds
+    coords.update({d: pixel_coords[d] for d in pixel_dims})
+    return xr.Dataset(variables, coords=coords, attrs=state_attrs(model))
 
 
-def state_from_dataset(ds) -> tuple[dict, dict, np.ndarray]:
-    """``(state, model, dates)`` of a dataset written by :func:`state_dataset` (flat pixel lanes)."""
+def model_from_attrs(attrs) -> dict:
+    """The model saved in a state dataset's attributes (refused for other layouts)."""
     import json
 
-    version = ds.attrs.get("tscube_state_version")
-    if version is None or "tscube_state_model" not in ds.attrs:
+    version = attrs.get("tscube_state_version")
+    if version is None or "tscube_state_model" not in attrs:
         raise ValueError("this dataset holds no BFAST Monitor state (it was not written by a near-real-time "
                          "monitor: tscube monitor --update, BfastMonitor.save)")
     if int(version) != STATE_VERSION:
         raise ValueError(f"monitoring state version {version} is not this tscube's ({STATE_VERSION}); fit again")
-    model = json.loads(ds.attrs["tscube_state_model"])
-    pixel_dims = ds["status"].dims
+    return json.loads(attrs["tscube_state_model"])
+
+
+def state_arrays(ds, pixel_dims) -> dict[str, np.ndarray]:
+    """The state arrays of a state dataset over flat pixel lanes (``(P,)``, ``(rows, P)``)."""
     n_pixels = int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64))
     state = {}
     for name, dtype in STATE_FIELDS.items():
         variable = ds[STATE_PREFIX + name]
-        lead = variable.shape[:variable.ndim - len(pixel_dims)]
-        state[name] = np.ascontiguousarray(np.asarray(variable.values, dtype=dtype).reshape(lead + (n_pixels,)))
-    if state["residuals"].ndim == 1:
-        state["residuals"] = state["residuals"].reshape(-1, n_pixels)
-    return state, model, _normalise_dates(ds["date"].values)
+        lead = tuple(ds.sizes[d] for d in variable.dims if d not in pixel_dims)
+        values = variable.transpose(*(d for d in variable.dims if d not in pixel_dims), *pixel_dims).values
+        state[name] = np.ascontiguousarray(np.asarray(values, dtype=dtype).reshape(lead + (n_pixels,)))
+    return state
+
+
+def state_from_dataset(ds) -> tuple[dict, dict, np.ndarray]:
+    """``(state, model, dates)`` of a dataset written by :func:`state_dataset` (flat pixel lanes)."""
+    model = model_from_attrs(ds.attrs)
+    return state_arrays(ds, ds["status"].dims), model, _normalise_dates(ds["date"].values)
 
 
 # --------------------------------------------------------------------------------------
@@ -611,9 +631,8 @@ class BfastMonitor:
 
     def to_dataset(self):
         """The result, ``alert`` and the state (``state_*`` variables) as an :class:`xarray.Dataset`."""
-        coords = self.pixel_coords_
-        if not coords:
-            coords = {d: np.arange(n) for d, n in zip(self.pixel_dims_, self.pixel_shape_)}
+        coords = {d: np.arange(n) for d, n in zip(self.pixel_dims_, self.pixel_shape_)}
+        coords.update(self.pixel_coords_ or {})
         return state_dataset(self.state_, self.model_, self.dates_, self.alert_, self.pixel_dims_, coords)
 
     @classmethod
