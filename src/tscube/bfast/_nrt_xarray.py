@@ -16,7 +16,7 @@ them into a Zarr store with :func:`tscube.runs.run_chunked` (``tscube monitor --
 
 from __future__ import annotations
 
-import os
+from os import replace as _rename  # (a name of this module: tests interrupt the swap through it)
 from pathlib import Path
 
 import numpy as np
@@ -152,10 +152,10 @@ def _recover(output: Path, echo) -> None:
     if previous.exists() and not output.exists():
         record = _read_json(pending / RECORD_NAME) if pending.is_dir() else None
         if record and record.get("complete"):
-            os.replace(pending, output)
+            _rename(pending, output)
             echo(f"finished the interrupted replacement of {output.name} by its update")
         else:
-            os.replace(previous, output)
+            _rename(previous, output)
             echo(f"restored {output.name} (an update was interrupted while replacing it)")
     if previous.exists():
         _remove(previous)
@@ -220,8 +220,8 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, ov
         update_params = dict(params, state_last_date=str(dates[-1]), state_dates=len(dates))
         summary = run_chunked(template, pending, command=UPDATE_COMMAND, params=update_params, overwrite=True,
                               **run_args)
-        os.replace(output, previous)
-        os.replace(pending, output)
+        _rename(output, previous)
+        _rename(pending, output)
         _recover(output, echo)
         summary.output = str(output)
         return summary
