@@ -366,7 +366,8 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
     """The state after the new images ``values`` ``(T_new, P)`` at ``new_dates``.
 
     ``dates`` are all the dates the state has seen; ``new_dates`` must all be later.
-    Returns a new state (the given one is not modified).
+    The per-pixel arrays of ``state`` are updated in place (no copy of the state); the
+    residual store grows, so the returned state holds a new ``residuals`` array.
     """
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
@@ -374,8 +375,7 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
     rows = np.arange(n_old, len(all_dates))
     X = _design_rows(axis, rows, model)
     Y, valid, is_inf = _as_lanes(values, model["nodata"])
-    new = {name: array.copy() for name, array in state.items() if name != "residuals"}
-    new["residuals"] = np.concatenate([state["residuals"], np.empty((len(rows), Y.shape[1]))])
+    new = dict(state, residuals=np.concatenate([state["residuals"], np.empty((len(rows), Y.shape[1]))]))
     new["n_valid"] += valid.sum(axis=0, dtype=np.int32)
     new["n_inf"] += is_inf.sum(axis=0, dtype=np.int32)
     _advance_state(new, Y, rows, X, model)
@@ -522,7 +522,7 @@ def state_arrays(ds, pixel_dims) -> dict[str, np.ndarray]:
         variable = ds[STATE_PREFIX + name]
         lead = tuple(ds.sizes[d] for d in variable.dims if d not in pixel_dims)
         values = variable.transpose(*(d for d in variable.dims if d not in pixel_dims), *pixel_dims).values
-        state[name] = np.ascontiguousarray(np.asarray(values, dtype=dtype).reshape(lead + (n_pixels,)))
+        state[name] = np.require(np.asarray(values, dtype=dtype).reshape(lead + (n_pixels,)), requirements=["C", "W"])
     return state
 
 
