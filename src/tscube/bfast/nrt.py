@@ -5,7 +5,11 @@ days. The history fit and everything the OLS-MOSUM test has accumulated do not c
 when images are added after ``start``, so :class:`BfastMonitor` keeps them as a
 per-pixel *state* and :meth:`BfastMonitor.update` processes only the new images. The
 result after any sequence of updates equals :func:`tscube.bfast_monitor` over all the
-dates (break index and time, history start, counts exactly; floats to ~1e-13).
+dates: break index and time, history start, statuses and counts exactly; the floats to
+1e-12 of their scale for decimal-year dates. Datetime dates sit on R's grid, whose time
+values (``seq.int(tsp1, tsp2, length.out=N)``) move by an ulp when the series grows: the
+full run's harmonics then differ from the fitted ones by ~3e-12, and so do the floats
+(~1e-11 relative; tested to 1e-10).
 
 The state of a pixel (flat arrays over pixel lanes; names in :data:`STATE_FIELDS`):
 
@@ -404,7 +408,10 @@ def _join_dates(dates, new_dates):
 
 
 def state_result(state: dict, model: dict, dates) -> dict[str, np.ndarray]:
-    """The outputs of :func:`tscube.bfast_monitor` (flat, by name) that the state stands for."""
+    """The outputs of :func:`tscube.bfast_monitor` (flat, by name) that the state stands for.
+
+    Every output of ``OUTPUT_DTYPES`` needs a line here (one added there stays NaN until
+    it has one; the equality tests compare every output with the full run)."""
     axis = build_time_axis(dates, model["freq"])
     fitted = state["fitted_status"]
     n_monitor, n_valid = state["n_monitor"], state["n_valid"]
