@@ -11,9 +11,15 @@ times, in one run (best of ``--repeat``):
 * ``full-rerun``: reading the whole cube and ``bfast_monitor`` on it (cpu engine), what
   an operational run without a state does for every new image.
 
+With ``--scenes`` it also measures the operational case through the command line
+(in-process, so without interpreter start-up): a folder of one GeoTIFF per date
+(``scene_YYYYMMDD.tif``, int16, tiled), ``tscube monitor scenes/ --update`` after the
+last scene arrived vs ``tscube monitor scenes/`` over all of them (``--memory 256MB``,
+cpu engine).
+
 Prints one JSON line per measurement, the ratios, the state's size on disk per pixel,
 and a Markdown table. Usage:
-``PYTHONPATH=src python benchmarks/nrt.py [--pixels 500000 --dates 235 --history 135]``
+``PYTHONPATH=src python benchmarks/nrt.py [--pixels 500000 --dates 235 --history 135 --scenes]``
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 
 def _best(repeat: int, func):
@@ -49,6 +56,7 @@ def main() -> None:
     parser.add_argument("--nan", type=float, default=0.3, help="cloud (missing) fraction")
     parser.add_argument("--history-method", default="ROC")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--scenes", action="store_true", help="also the CLI on a folder of GeoTIFF scenes")
     args = parser.parse_args()
 
     import numba
@@ -127,6 +135,9 @@ def main() -> None:
                        rerun_over_kernel=rerun_s / kernel_s, breaks_equal_full_run=same,
                        projected_4M_update_s=update_s * 4_000_000 / n_pixels,
                        projected_4M_rerun_s=rerun_s * 4_000_000 / n_pixels)
+        if args.scenes:
+            rows_out += _scenes(folder, raw, dates, start, args)
+            summary["cli_rerun_over_update"] = rows_out[-2]["seconds"] / rows_out[-3]["seconds"]
         for row in rows_out:
             print(json.dumps(dict(row, pixels=n_pixels)))
         print(json.dumps(summary))
@@ -138,6 +149,52 @@ def main() -> None:
               f"({summary['state_bytes_per_pixel_memory']:.0f} B in memory); breaks equal the full run: {same}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_scene(folder: Path, image: np.ndarray, date) -> None:
+    import rasterio
+    from rasterio.transform import from_origin
+
+    rows, cols = image.shape
+    with rasterio.open(folder / f"scene_{pd.Timestamp(date):%Y%m%d}.tif", "w", driver="GTiff", width=cols, height=rows, count=1,
+                       dtype="int16", crs="EPSG:32633", transform=from_origin(500_000.0, 4_000_000.0, 30.0, 30.0),
+                       nodata=-3000, tiled=True, blockxsize=256, blockysize=256) as dst:
+        dst.write(image, 1)
+
+
+def _scenes(folder: Path, raw: np.ndarray, dates, start, args) -> list[dict]:
+    """``tscube monitor scenes/ --update`` with one new scene vs the full ``tscube monitor scenes/``."""
+    from typer.testing import CliRunner
+
+    from tscube.cli import app
+
+    scenes = folder / "scenes"
+    scenes.mkdir()
+    for image, date in zip(raw[:-1], dates[:-1]):
+        _write_scene(scenes, image, date)
+    common = ["--start", f"{pd.Timestamp(start):%Y-%m-%d}", "--freq", "23", "--history", args.history_method, "--engine", "cpu",
+              "--memory", "256MB", "--date-pattern", "%Y%m%d", "--no-progress"]
+    runner = CliRunner()
+
+    def run(*extra):
+        began = time.perf_counter()
+        result = runner.invoke(app, ["monitor", str(scenes), *common, *extra])
+        if result.exit_code != 0:
+            raise RuntimeError(result.output)
+        return time.perf_counter() - began
+
+    fit_s = run("-o", str(folder / "alerts.zarr"), "--update")
+    _write_scene(scenes, raw[-1], dates[-1])
+    update_s = run("-o", str(folder / "alerts.zarr"), "--update")
+    rerun_s = run("-o", str(folder / "full.zarr"))
+    import xarray as xr
+
+    with xr.open_zarr(folder / "alerts.zarr") as a, xr.open_zarr(folder / "full.zarr") as b:
+        if not np.array_equal(a["break_index"].values, b["break_index"].values):
+            raise AssertionError("the updated breaks differ from the full run's")
+    return [dict(step="cli-update", seconds=update_s, note="tscube monitor scenes/ --update, one new scene"),
+            dict(step="cli-full-rerun", seconds=rerun_s, note=f"tscube monitor scenes/ ({args.dates} scenes)"),
+            dict(step="cli-fit", seconds=fit_s, note=f"tscube monitor scenes/ --update, first run ({args.dates - 1})")]
 
 
 if __name__ == "__main__":

@@ -86,6 +86,15 @@ MODEL_PARAMS = ("order", "trend", "h", "level", "end", "history", "freq", "nodat
 # kernels (numba, one pixel lane per iteration)
 
 
+@njit(cache=True)
+def _residual(y, X, t, coef):
+    """``y - X[t] @ coef``, summed in the engines' order."""
+    r = y
+    for a in range(X.shape[1]):
+        r -= X[t, a] * coef[a]
+    return r
+
+
 @njit(parallel=True, cache=True)
 def _fit_history(Y, X, first, stop, fit, h, beta, sigma, window, window_sum, residual_sum, singular, perfect):
     """History OLS of every lane with ``fit[p]``: valid rows ``first[p] <= t < stop`` of
@@ -123,16 +132,12 @@ def _fit_history(Y, X, first, stop, fit, h, beta, sigma, window, window_sum, res
         total = 0.0
         i = 0
         for t in range(first[p], stop):
-            y = Y[t, p]
-            if math.isnan(y):
-                continue
-            r = y
-            for a in range(k):
-                r -= X[t, a] * coef[a]
-            rss += r * r
-            total += r
-            window[i % w, p] = r
-            i += 1
+            if not math.isnan(Y[t, p]):
+                r = _residual(Y[t, p], X, t, coef)
+                rss += r * r
+                total += r
+                window[i % w, p] = r
+                i += 1
         wsum = 0.0
         for q in range(n - w, n):  # chronological order, as the engines sum it
             wsum += window[q % w, p]
@@ -153,7 +158,6 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
     the first boundary crossing. ``fitted`` lanes get residuals; ``monitored`` ones (fitted,
     sigma > 0) the MOSUM. Counts the valid new values of every lane in ``n_monitor``."""
     P = Y.shape[1]
-    k = X.shape[1]
     T = Y.shape[0]
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
     for p in prange(P):
@@ -171,13 +175,12 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
         total = process_sum[p]
         biggest = statistic[p]
         first = break_index[p]
+        coef = beta[:, p].copy()
         for i in range(T):
             y = Y[i, p]
             if math.isnan(y):
                 continue
-            r = y
-            for a in range(k):
-                r -= X[i, a] * beta[a, p]
+            r = _residual(y, X, i, coef)
             residuals[i, p] = r
             rsum += r
             j = n + count  # 0-based position of r from the history start
