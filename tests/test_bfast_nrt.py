@@ -198,3 +198,44 @@ def test_caller_errors():
     with pytest.raises(TypeError, match="decimal years"):
         BfastMonitor(2003.5, freq=23).fit(cube.data[:90], build_time_axis(cube.dates, 23).time[:90]).update(
             cube.data[90:], cube.dates[90:])
+
+
+def test_cusum_process_from_the_state():
+    """The kernel's OLS-CUSUM (a type of newer results): the cumulative residual sum from the
+    history start over sigma sqrt(n), its boundary sqrt(x (x - 1) (c^2 + log(x / (x - 1)))),
+    x = t / n; checked against NumPy on residuals recomputed from the state's fit."""
+    from tscube.bfast import nrt
+
+    cube = _cube(0.3, shape=(3, 4))
+    dates = build_time_axis(cube.dates, 23).time
+    monitor = BfastMonitor(float(dates[70]), freq=23, history="all", engine="cpu").fit(cube.data[:90], dates[:90])
+    monitor.model_["type"] = "OLS-CUSUM"
+    for name in ("process_sum", "statistic", "fitted_sum"):
+        monitor.state_[name][:] = 0.0
+    monitor.state_["break_index"][:] = -1
+    state, model = monitor.state_, monitor.model_
+    fitted_residual_sum = state["residual_sum"].copy()
+    n_before = state["n_monitor"].copy()
+    state["residual_sum"][:] -= np.nansum(state["residuals"], axis=0)  # back to the history's sum
+    state["n_monitor"][:] = 0
+    state["residuals"][:] = np.nan
+    nrt._advance_state(state, np.where(np.isnan(cube.data[70:90]), np.nan, cube.data[70:90]).reshape(20, -1)
+                       .astype(float), np.arange(70, 90), nrt._design_rows(build_time_axis(dates[:90], 23),
+                                                                              np.arange(70, 90), model), model)
+    np.testing.assert_allclose(state["residual_sum"], fitted_residual_sum, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(state["n_monitor"], n_before)
+    X = nrt._design_rows(build_time_axis(dates[:90], 23), np.arange(90), model)
+    for p in range(12):
+        y = cube.data[:90].reshape(90, -1)[:, p].astype(float)
+        rows = np.flatnonzero(~np.isnan(y))
+        r = y[rows] - X[rows] @ state["coefficients"][:, p]
+        n, sigma = state["n_history"][p], state["sigma"][p]
+        process = np.cumsum(r)[n:] / (sigma * np.sqrt(n))
+        x = np.arange(n + 1, r.size + 1) / n
+        boundary = np.sqrt(x * (x - 1) * (model["critval"] ** 2 + np.log(x / (x - 1))))
+        crossing = np.flatnonzero(np.abs(process) > boundary)
+        expected = rows[n + crossing[0]] if crossing.size else -1
+        assert state["break_index"][p] == expected
+        np.testing.assert_allclose(state["statistic"][p], np.max(np.abs(process)), rtol=1e-12)
+        np.testing.assert_allclose(state["process_sum"][p], np.sum(process), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(state["fitted_sum"][p], np.sum(y[rows][n:] - r[n:]), rtol=1e-13)

@@ -28,7 +28,7 @@ from .result import BfastStatus
 FIT_COMMAND = "monitor-nrt-fit"
 UPDATE_COMMAND = "monitor-nrt-update"
 #: Model entries that must match between a stored state and the options of an update.
-_CHECKED = ("start", "order", "trend", "season", "h", "level", "end", "history", "freq", "nodata")
+_CHECKED = ("start", "order", "trend", "season", "type", "h", "level", "end", "history", "freq", "nodata")
 #: Memory per input value while a chunk is fitted or updated (bytes; residuals, state).
 _BYTES_PER_VALUE = 64.0
 

@@ -21,7 +21,9 @@ The state of a pixel (flat arrays over pixel lanes; names in :data:`STATE_FIELDS
   ``j mod floor(h n)`` for the j-th residual from the history start) and their sum;
 * running sums from the history start that every type of monitoring process needs:
   ``residual_sum`` (sum of all residuals, the OLS-CUSUM process), ``process_sum`` (for
-  the MOSUM mean) and ``statistic`` (max |process|);
+  the mean process) and ``statistic`` (max |process|); ``fitted_sum``, the sum of the
+  model's predictions over the monitoring observations (the relative magnitude's
+  denominator, where the result has one);
 * the first break (``break_index``; its time comes from the dates), the counts;
 * ``residuals``: every monitoring residual (time x pixel, NaN where missing), because
   R's magnitude is the median of *all* of them. No smaller structure is exact: the
@@ -66,6 +68,7 @@ STATE_FIELDS = {
     "window": np.float64,
     "window_sum": np.float64,
     "residual_sum": np.float64,
+    "fitted_sum": np.float64,
     "process_sum": np.float64,
     "statistic": np.float64,
     "break_index": np.int64,
@@ -80,6 +83,8 @@ _FITTED_CODES = np.array([int(s) for s in _FITTED], dtype=np.int8)
 
 #: Parameters of :func:`tscube.bfast_monitor` that define the model (saved with the state).
 MODEL_PARAMS = ("order", "trend", "h", "level", "end", "history", "freq", "nodata")
+#: Monitoring processes the update kernel runs.
+PROCESS_TYPES = ("OLS-MOSUM", "OLS-CUSUM")
 
 
 # --------------------------------------------------------------------------------------
@@ -151,12 +156,13 @@ def _fit_history(Y, X, first, stop, fit, h, beta, sigma, window, window_sum, res
 
 
 @njit(parallel=True, cache=True)
-def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval, n_monitor, window, window_sum,
-             residual_sum, process_sum, statistic, break_index, residuals):
+def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval, cusum, n_monitor, window,
+             window_sum, residual_sum, fitted_sum, process_sum, statistic, break_index, residuals):
     """Run the monitoring of every lane over the new dates ``Y`` (rows: time indices
-    ``index``, design rows ``X``): residuals, MOSUM window and its running statistics,
-    the first boundary crossing. ``fitted`` lanes get residuals; ``monitored`` ones (fitted,
-    sigma > 0) the MOSUM. Counts the valid new values of every lane in ``n_monitor``."""
+    ``index``, design rows ``X``): residuals, the MOSUM window, the process (OLS-MOSUM, or
+    OLS-CUSUM if ``cusum``) and its running statistics, the first boundary crossing.
+    ``fitted`` lanes get residuals; ``monitored`` ones (fitted, sigma > 0) the process.
+    Counts the valid new values of every lane in ``n_monitor``."""
     P = Y.shape[1]
     T = Y.shape[0]
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
@@ -172,6 +178,7 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
         scale = 1.0 / (sigma[p] * math.sqrt(n)) if monitored[p] else 0.0
         wsum = window_sum[p]
         rsum = residual_sum[p]
+        predicted = fitted_sum[p]
         total = process_sum[p]
         biggest = statistic[p]
         first = break_index[p]
@@ -182,6 +189,7 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
                 continue
             r = _residual(y, X, i, coef)
             residuals[i, p] = r
+            predicted += y - r
             rsum += r
             j = n + count  # 0-based position of r from the history start
             count += 1
@@ -190,19 +198,26 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
             slot = j % w
             wsum += r - window[slot, p]
             window[slot, p] = r
-            value = wsum * scale
+            value = (rsum if cusum else wsum) * scale
             total += value
             size = abs(value)
             if size > biggest:
                 biggest = size
-            if first < 0 and size > flat_bound:
-                ratio = (j + 1) / n
+            ratio = (j + 1) / n  # t / n, t the 1-based position from the history start
+            if first >= 0:
+                continue
+            if cusum:
+                bound = math.sqrt(ratio * (ratio - 1.0) * (critval * critval + math.log(ratio / (ratio - 1.0))))
+            elif size > flat_bound:
                 bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
-                if size > bound:
-                    first = index[i]
+            else:
+                continue
+            if size > bound:
+                first = index[i]
         n_monitor[p] = count
         window_sum[p] = wsum
         residual_sum[p] = rsum
+        fitted_sum[p] = predicted
         process_sum[p] = total
         statistic[p] = biggest
         break_index[p] = first
@@ -269,7 +284,7 @@ def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> di
     for name, dtype in STATE_FIELDS.items():
         fill = -1 if name in ("break_index", "history_begin") else (0 if np.issubdtype(dtype, np.integer) else np.nan)
         state[name] = np.full(shapes.get(name, (n_pixels,)), fill, dtype=dtype)
-    for name in ("window_sum", "residual_sum", "process_sum", "statistic"):
+    for name in ("window_sum", "residual_sum", "fitted_sum", "process_sum", "statistic"):
         state[name][:] = 0.0
     return state
 
@@ -299,12 +314,16 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     h = float(attrs["h"])
     model = {
         "start": start_time, "order": int(attrs["order"]), "trend": bool(attrs["trend"]),
-        "season": bool(attrs.get("season", False)), "h": h, "level": list(attrs["level"]), "end": attrs["end"],
+        "season": bool(attrs.get("season", False)), "type": attrs.get("type", "OLS-MOSUM"), "h": h, "level": list(attrs["level"]), "end": attrs["end"],
         "critval": float(attrs["critval"]), "history": attrs["history"], "freq": freq,
         "nodata": params.get("nodata"), "engine": attrs["engine"], "regressors": list(design.names),
         "trend_centre": float(design.trend_centre), "trend_scale": float(design.trend_scale),
         "window_slots": max(int(math.floor(h * begin)), 1),
     }
+    options = sorted(key for key in params if key not in MODEL_PARAMS)
+    model.update({key: params[key] for key in options}, options=options)
+    if model["type"] not in PROCESS_TYPES:
+        raise ValueError(f"a monitoring state runs the {' or '.join(PROCESS_TYPES)} process, not {model['type']!r}")
     Y, _, _ = _as_lanes(values, model["nodata"])
     n_pixels = Y.shape[1]
     k = design.k
@@ -363,8 +382,9 @@ def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, 
     offset = state["residuals"].shape[0] - Y.shape[0]
     residuals = np.full(Y.shape, np.nan)
     _advance(Y, X, rows.astype(np.int64), monitored, fitted, state["coefficients"], state["sigma"], state["n_history"],
-             model["h"], model["critval"], state["n_monitor"], state["window"], state["window_sum"],
-             state["residual_sum"], state["process_sum"], state["statistic"], state["break_index"], residuals)
+             model["h"], model["critval"], model["type"] == "OLS-CUSUM", state["n_monitor"], state["window"],
+             state["window_sum"], state["residual_sum"], state["fitted_sum"], state["process_sum"],
+             state["statistic"], state["break_index"], residuals)
     state["residuals"][offset:] = residuals
     _median_lanes(state["residuals"], fitted, state["magnitude"])
 
@@ -437,6 +457,14 @@ def state_result(state: dict, model: dict, dates) -> dict[str, np.ndarray]:
     out["magnitude"][with_fit] = state["magnitude"][with_fit]
     out["statistic"][monitored] = state["statistic"][monitored]
     out["mosum_mean"][monitored] = state["process_sum"][monitored] / n_monitor[monitored]
+    # outputs of newer results, where OUTPUT_DTYPES has them
+    if "rmse" in out:
+        n, k = state["n_history"][with_fit], state["coefficients"].shape[0]
+        out["rmse"][with_fit] = np.sqrt(state["sigma"][with_fit] ** 2 * (n - k) / n)
+    if "relative_magnitude" in out:
+        expected = state["fitted_sum"][with_fit] / n_monitor[with_fit]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["relative_magnitude"][with_fit] = np.where(expected != 0, out["magnitude"][with_fit] / expected, np.nan)
     return out
 
 
@@ -585,6 +613,9 @@ class BfastMonitor:
         First date of the monitoring period (one start; see :func:`tscube.bfast_monitor`).
     order, trend, h, level, end, history, freq, nodata, engine
         As in :func:`tscube.bfast_monitor`; ``engine`` makes the fit, updates run on the cpu.
+    **options
+        Further model options of :func:`tscube.bfast_monitor` (e.g. ``season``, ``type``
+        where it has them), saved with the state.
 
     Attributes
     ----------
@@ -603,10 +634,10 @@ class BfastMonitor:
     """
 
     def __init__(self, start, *, order: int = 3, trend: bool = True, h: float = 0.25, level=0.05, end: float = 10,
-                 history="ROC", freq=None, nodata=None, engine: str = "auto"):
+                 history="ROC", freq=None, nodata=None, engine: str = "auto", **options):
         self.start = start
         self.params = dict(order=order, trend=trend, h=h, level=level, end=end, history=history, freq=freq,
-                           nodata=nodata)
+                           nodata=nodata, **options)
         self.engine = engine
 
     def fit(self, data, dates=None, *, time_dim: str = "time") -> "BfastMonitor":
@@ -649,8 +680,9 @@ class BfastMonitor:
     def from_dataset(cls, ds) -> "BfastMonitor":
         """The monitor of a dataset written by :meth:`to_dataset` (or ``tscube monitor --update``)."""
         state, model, dates = state_from_dataset(ds)
+        options = {key: model[key] for key in model.get("options", ())}
         monitor = cls(model["start"], **{key: model[key] for key in MODEL_PARAMS if key != "level"},
-                      level=tuple(model["level"]), engine=model["engine"])
+                      level=tuple(model["level"]), engine=model["engine"], **options)
         monitor.state_, monitor.model_, monitor.dates_ = state, model, dates
         monitor.pixel_dims_ = tuple(ds["status"].dims)
         monitor.pixel_shape_ = tuple(ds.sizes[d] for d in monitor.pixel_dims_)
