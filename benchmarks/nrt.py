@@ -102,7 +102,7 @@ def main() -> None:
             all_dates = nrt._join_dates(old, dates[-1:])
             coords = {"y": np.arange(rows), "x": np.arange(cols)}
             out = nrt.state_dataset(new, model, all_dates, alert, ("y", "x"), coords)
-            out.chunk({"y": 256, "x": 1000}).to_zarr(folder / "state-new.zarr", mode="w")
+            out.chunk({"y": 256, "x": 1000}).to_zarr(folder / "state-new.zarr", mode="w")  # state uncompressed
             return new
 
         image, state, model, old = read()

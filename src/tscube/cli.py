@@ -180,9 +180,10 @@ def _parse_history(text: str):
 
 
 def _open_input(source, dates_file, date_pattern, variable, memory, stac: "StacInput | None" = None,
-                describe: bool = False):
+                describe: bool = False, times=None):
     """The cube of INPUT: a file or folder (open_cube), or a STAC catalog path or URL
-    (open_stac with the ``stac`` options; ``describe``: describe_stac's dict, for ``info``)."""
+    (open_stac with the ``stac`` options; ``describe``: describe_stac's dict, for ``info``);
+    ``times``: positions of the only dates to read (a folder reads only those files)."""
     from .io import is_stac_source, open_cube, open_stac
     from .stac import describe_stac
 
@@ -194,11 +195,13 @@ def _open_input(source, dates_file, date_pattern, variable, memory, stac: "StacI
                                           ("--variable", variable)) if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: not for a STAC input (its dates come from the items)")
-        return (describe_stac if describe else open_stac)(source, memory=memory, **stac.options())
+        cube = (describe_stac if describe else open_stac)(source, memory=memory, **stac.options())
+        return cube if times is None else cube.isel(time=times)
     given = [f"--{name}" for name, value in vars(stac).items() if value is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for STAC inputs only (a catalog JSON path or http(s) URL)")
-    return open_cube(Path(source), dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory)
+    return open_cube(Path(source), dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory,
+                     times=times)
 
 
 def _input_name(source) -> str:
@@ -478,7 +481,9 @@ def _monitor_update(input_path, output: Path, da, start: str, start_value, histo
     with dask_client(workers, scheduler) as client:
         summary = run_nrt(dict(model, start=start_value, memory=memory, engine=engine), da, output, params=params,
                           input_id=input_identity(input_path, da), overwrite=overwrite, progress=progress,
-                          client=client, echo=typer.echo)
+                          client=client, echo=typer.echo,
+                          open_dates=lambda times: _open_input(input_path, bfast.dates, bfast.date_pattern,
+                                                               bfast.variable, memory, stac, times=times))
     if summary is None:
         return
     for line in summary.lines():

@@ -71,7 +71,7 @@ def nrt_fit_xarray(da, start, *, time_dim: str = "time", memory=None, engine: st
         ds[name].attrs.update(nrt.variable_attrs(name))
     describe_variables(ds, {}, BfastStatus, "pixel status (tscube.BfastStatus)")
     ds.attrs.update(nrt.state_attrs(model))
-    return ds
+    return nrt.store_state_uncompressed(ds)
 
 
 def _update_block(chunk, *, dates, new_dates, pixel_dims, variable_attrs, attrs):
@@ -132,7 +132,7 @@ def nrt_update_xarray(state_ds, da_new, *, time_dim: str = "time"):
     template = xr.Dataset(template_vars, coords=coords, attrs=dict(state_ds.attrs))
     kwargs = dict(dates=dates, new_dates=new_dates, pixel_dims=pixel_dims, attrs=dict(state_ds.attrs),
                   variable_attrs={name: dict(v.attrs) for name, v in state_ds.data_vars.items()})
-    return xr.map_blocks(_update_block, inputs, kwargs=kwargs, template=template)
+    return nrt.store_state_uncompressed(xr.map_blocks(_update_block, inputs, kwargs=kwargs, template=template))
 
 
 # --------------------------------------------------------------------------------------
@@ -174,10 +174,12 @@ def _model_differences(stored: dict, wanted: dict) -> list[str]:
 
 
 def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, overwrite: bool, progress: bool,
-            client, echo):
+            client, echo, open_dates=None):
     """``tscube monitor --update``: fit into ``output`` (a ``.zarr``) when it holds no state
     yet, else monitor the dates of ``da`` after its last date. ``template_args``: ``start``,
-    ``memory``, ``engine`` and the model options of :class:`BfastMonitor`. Returns the
+    ``memory``, ``engine`` and the model options of :class:`BfastMonitor`. ``open_dates``
+    (positions -> DataArray) opens only the new dates of the input (default: select them
+    in ``da``, which may read every date of a time-chunked input). Returns the
     :class:`~tscube.runs.RunSummary`, or None when there was no new date."""
     import xarray as xr
 
@@ -215,7 +217,9 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, ov
             echo(f"{output.name} is up to date: no date after {str(dates[-1])[:10]} in the input")
             return None
         echo(f"updating {output.name}: {int(newer.sum())} new date(s) after {str(dates[-1])[:10]}")
-        template = nrt_update_xarray(stored, da.isel(time=np.flatnonzero(newer)))
+        positions = np.flatnonzero(newer)
+        new_da = open_dates(positions) if open_dates is not None else da.isel(time=positions)
+        template = nrt_update_xarray(stored, new_da)
         pending, previous = sidecar_paths(output)
         update_params = dict(params, state_last_date=str(dates[-1]), state_dates=len(dates))
         summary = run_chunked(template, pending, command=UPDATE_COMMAND, params=update_params, overwrite=True,
