@@ -181,3 +181,18 @@ def test_update_killed_between_the_renames_is_finished(updated, tmp_path, monkey
     assert result.exit_code == 0, result.output
     assert "finished the interrupted replacement" in result.output and "up to date" in result.output
     assert tree_bytes(out) == tree_bytes(done)
+
+
+def test_open_cube_reads_only_the_selected_dates_of_a_folder(tmp_path, raw):
+    """What an update reads of a folder of scenes: the new files only (``open_cube(times=)``)."""
+    from tscube.io import open_cube
+
+    folder = tmp_path / "scenes"
+    folder.mkdir()
+    for i in (3, 7, 9):
+        write_stack(folder / f"scene_{DATES[i]:%Y%m%d}.tif", raw[[i]], DATES[[i]])
+    whole = open_cube(folder, date_pattern="%Y%m%d")
+    part = open_cube(folder, date_pattern="%Y%m%d", times=[2])
+    assert part.attrs["source_files"] == [f"scene_{DATES[9]:%Y%m%d}.tif"]
+    np.testing.assert_array_equal(part.values, whole.values[[2]])
+    np.testing.assert_array_equal(part["time"].values, whole["time"].values[[2]])
