@@ -41,11 +41,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba import njit, prange
 
-from ..timeaxis import TIME_TOL, build_time_axis, to_decimal_year
+from ..timeaxis import TIME_TOL, build_time_axis
 from ._cpu import _median, _solve_equilibrated
 from .design import build_design
 from .plan import PERFECT_FIT_RTOL, invalid_mask
@@ -314,7 +313,8 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     h = float(attrs["h"])
     model = {
         "start": start_time, "order": int(attrs["order"]), "trend": bool(attrs["trend"]),
-        "season": bool(attrs.get("season", False)), "type": attrs.get("type", "OLS-MOSUM"), "h": h, "level": list(attrs["level"]), "end": attrs["end"],
+        "season": bool(attrs.get("season", False)), "type": attrs.get("type", "OLS-MOSUM"), "h": h,
+        "level": list(attrs["level"]), "end": attrs["end"],
         "critval": float(attrs["critval"]), "history": attrs["history"], "freq": freq,
         "nodata": params.get("nodata"), "engine": attrs["engine"], "regressors": list(design.names),
         "trend_centre": float(design.trend_centre), "trend_scale": float(design.trend_scale),
@@ -349,7 +349,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     fitted[unmonitored & perfect & ~singular] = BfastStatus.PERFECT_FIT
     flag_pixels = np.flatnonzero(unmonitored & (fitted == BfastStatus.OK))
     if flag_pixels.size and attrs["history"] in ("ROC", "BP"):
-        fitted[flag_pixels[_history_flags(values[:, flag_pixels], first, axis, design, begin, model)]] = (
+        fitted[flag_pixels[_history_flags(values[:, flag_pixels], axis, design, begin, model)]] = (
             BfastStatus.BP_TOO_SHORT if attrs["history"] == "BP" else BfastStatus.ROC_NO_CROSSING)
     state["fitted_status"][:] = fitted
     rows = np.arange(begin, Y.shape[0])
@@ -357,19 +357,24 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     return state, model
 
 
-def _history_flags(values, first, axis, design, begin, model) -> np.ndarray:
+def _history_flags(values, axis, design, begin, model) -> np.ndarray:
     """Whether the history selection of these pixels (all without monitoring data) is
     flagged (ROC_NO_CROSSING, BP_TOO_SHORT): the engines report it only for monitored
     pixels, so the cpu history kernel selects their histories once more."""
+    import dataclasses
+
     from . import _cpu_history
     from .history import ROC_LAMBDA_05
     from .plan import MonitorPlan
 
     level = model["level"]
+    newer = {"process_type": model["type"]}  # fields of newer plans
     plan = MonitorPlan(axis=axis, design=design, starts=np.array([model["start"]]),
                        monitor_begin=np.array([begin], dtype=np.int64), history=model["history"], history_begin=0,
                        h=model["h"], critval=model["critval"], level_roc=float(level[1]), roc_lambda=ROC_LAMBDA_05,
-                       nodata=model["nodata"], return_process=False)
+                       nodata=model["nodata"], return_process=False,
+                       **{name: value for name, value in newer.items()
+                          if name in {field.name for field in dataclasses.fields(MonitorPlan)}})
     _, flagged = _cpu_history.history_first(np.ascontiguousarray(values), plan)
     return flagged[0]
 
