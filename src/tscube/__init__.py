@@ -15,7 +15,7 @@ the command line (cli).
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .bfast import BfastLiteResult, BfastLiteStatus, BfastMonitorResult, BfastStatus, bfast_lite, bfast_monitor
+from .bfast import BfastLiteResult, BfastLiteStatus, BfastMonitor, BfastMonitorResult, BfastStatus, bfast_lite, bfast_monitor
 from .bfast._plot import plot_pixel
 from .stl import StlResult, StlStatus, stl
 
@@ -24,4 +24,4 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "bfast_monitor", "BfastMonitorResult", "BfastStatus", "bfast_lite", "BfastLiteResult", "BfastLiteStatus", "stl", "StlResult", "StlStatus", "plot_pixel"]
+__all__ = ["__version__", "bfast_monitor", "BfastMonitor", "BfastMonitorResult", "BfastStatus", "bfast_lite", "BfastLiteResult", "BfastLiteStatus", "stl", "StlResult", "StlStatus", "plot_pixel"]

@@ -180,9 +180,10 @@ def _parse_history(text: str):
 
 
 def _open_input(source, dates_file, date_pattern, variable, memory, stac: "StacInput | None" = None,
-                describe: bool = False):
+                describe: bool = False, times=None):
     """The cube of INPUT: a file or folder (open_cube), or a STAC catalog path or URL
-    (open_stac with the ``stac`` options; ``describe``: describe_stac's dict, for ``info``)."""
+    (open_stac with the ``stac`` options; ``describe``: describe_stac's dict, for ``info``);
+    ``times``: positions of the only dates to read (a folder reads only those files)."""
     from .io import is_stac_source, open_cube, open_stac
     from .stac import describe_stac
 
@@ -194,11 +195,13 @@ def _open_input(source, dates_file, date_pattern, variable, memory, stac: "StacI
                                           ("--variable", variable)) if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: not for a STAC input (its dates come from the items)")
-        return (describe_stac if describe else open_stac)(source, memory=memory, **stac.options())
+        cube = (describe_stac if describe else open_stac)(source, memory=memory, **stac.options())
+        return cube if times is None else cube.isel(time=times)
     given = [f"--{name}" for name, value in vars(stac).items() if value is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for STAC inputs only (a catalog JSON path or http(s) URL)")
-    return open_cube(Path(source), dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory)
+    return open_cube(Path(source), dates=dates_file, date_pattern=date_pattern, variable=variable, memory=memory,
+                     times=times)
 
 
 def _input_name(source) -> str:
@@ -416,6 +419,10 @@ def monitor(
     memory: Memory = None,
     progress: Progress = True,
     overwrite: Overwrite = False,
+    update: Annotated[bool, typer.Option("--update", help=(
+        "Near-real-time monitoring into a .zarr: the first run fits and keeps a per-pixel state; later runs "
+        "monitor only the input's dates after the last one in the output and write an 'alert' band (first "
+        "break among the new dates)."))] = False,
 ) -> None:
     """BFAST Monitor change detection: a georeferenced map of the first break per pixel.
 
@@ -432,6 +439,10 @@ def monitor(
         da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory, stac)
         typer.echo(f"{_input_name(input_path)}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
                    f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
+        if update:
+            _monitor_update(input_path, output, da, start, start_value, history_value, bfast, stac, process, engine,
+                            workers, scheduler, memory, progress, overwrite)
+            return
         template = bfast_monitor_xarray(
             da, start_value, history=history_value, **bfast.model(), return_process=process, engine=engine,
             memory=memory)
@@ -440,10 +451,64 @@ def monitor(
                       variable=bfast.variable, date_pattern=bfast.date_pattern)
         if "stac_index" in da.attrs:
             params.update(stac.params())
-        with dask_client(workers, scheduler) as client:
+        with dask_client(workers, scheduler) as client, _suggest_update():
             _run_resumable(template, output, command="monitor", params=params, input_path=input_path, da=da,
                            status_enum=BfastStatus, overwrite=overwrite, progress=progress, client=client,
                            empty_reason="Check --nodata, the input's nodata value and --start.")
+
+
+@contextmanager
+def _suggest_update():
+    """Point at --update when a run is refused because the input has other dates."""
+    from .runs import RunMismatch
+
+    try:
+        yield
+    except RunMismatch as exc:
+        if "input." in str(exc) or "command" in str(exc):
+            raise RunMismatch(f"{exc}; to monitor only the new dates of a growing input, keep a monitoring state "
+                              "with --update") from None
+        raise
+
+
+def _monitor_update(input_path, output: Path, da, start: str, start_value, history_value, bfast: "BfastInput",
+                    stac: "StacInput", process: bool, engine: str, workers, scheduler, memory, progress: bool,
+                    overwrite: bool) -> None:
+    """``monitor --update``: fit a monitoring state into OUTPUT, or update it with the new dates."""
+    from .bfast import BfastStatus
+    from .bfast._nrt_xarray import run_nrt
+    from .runs import input_identity
+
+    if output.suffix.lower() != ".zarr":
+        raise ValueError(f"--update keeps a monitoring state, which needs a .zarr output (got {output.name})")
+    if process:
+        raise ValueError("--process is not available with --update")
+    model = dict(freq=bfast.freq, history=history_value, order=bfast.order, h=bfast.h, level=bfast.level,
+                 end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata)
+    params = dict(start=start, freq=bfast.freq, history=bfast.history, order=bfast.order, h=bfast.h,
+                  level=bfast.level, end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata, engine=engine,
+                  variable=bfast.variable, date_pattern=bfast.date_pattern)
+    if "stac_index" in da.attrs:
+        params.update(stac.params())
+    with dask_client(workers, scheduler) as client:
+        summary = run_nrt(dict(model, start=start_value, memory=memory, engine=engine), da, output, params=params,
+                          input_id=input_identity(input_path, da), overwrite=overwrite, progress=progress,
+                          client=client, echo=typer.echo,
+                          open_dates=lambda times: _open_input(input_path, bfast.dates, bfast.date_pattern,
+                                                               bfast.variable, memory, stac, times=times))
+    if summary is None:
+        return
+    for line in summary.lines():
+        typer.echo(line)
+    _report_status(summary.status_counts, "Check --nodata, the input's nodata value and --start.")
+    import xarray as xr
+
+    from .runs import _quiet_zarr
+
+    with _quiet_zarr(), xr.open_zarr(output, consolidated=False) as ds:
+        alerts = int(np.count_nonzero(ds["alert"].values))
+    typer.echo(f"alerts (first break among the new dates): {alerts:,}")
+    typer.echo(f"written {output}")
 
 
 @app.command("breaks")

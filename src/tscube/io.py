@@ -233,7 +233,7 @@ def _folder_array(files: list[Path], nodatas, dtype, height: int, width: int, ro
     return dask.array.Array(graph, name, chunks, dtype=dtype)
 
 
-def _open_folder(folder: Path, date_pattern, memory):
+def _open_folder(folder: Path, date_pattern, memory, times=None):
     import rasterio
     import xarray as xr
 
@@ -274,6 +274,8 @@ def _open_folder(folder: Path, date_pattern, memory):
     index = pd.DatetimeIndex(dates)
     _check_dates(index, [p.name for p in files], f"folder {folder.name}")
     order = np.argsort(index.asi8, kind="stable")
+    if times is not None:
+        order = order[np.asarray(times, dtype=np.int64)]
     dtype = np.result_type(*[_masked_dtype(d) for d in dtypes])
     # Every file is read by the pixel blocks of the final chunks, so that gathering a
     # block's time series holds only that block of each file in memory.
@@ -383,7 +385,8 @@ def _open_store(path: Path, suffix: str, variable, dates, memory):
     return _chunked(da, memory)
 
 
-def open_cube(path, *, dates=None, date_pattern: str | None = None, variable: str | None = None, memory=None):
+def open_cube(path, *, dates=None, date_pattern: str | None = None, variable: str | None = None, memory=None,
+              times=None):
     """Open a dated image cube lazily as a ``(time, y, x)`` DataArray, nodata as NaN.
 
     Parameters
@@ -404,6 +407,10 @@ def open_cube(path, *, dates=None, date_pattern: str | None = None, variable: st
     memory : int or str, optional
         Bytes an algorithm may use per chunk (e.g. ``"2GB"``); sets the dask chunks
         (time in one chunk). Default: dask's automatic chunk size.
+    times : array_like of int, optional
+        Positions (in date order) of the only dates to keep. A folder then reads only
+        those files (what a near-real-time update needs); other inputs are selected
+        after opening.
 
     Returns
     -------
@@ -425,12 +432,17 @@ def open_cube(path, *, dates=None, date_pattern: str | None = None, variable: st
     if dates is not None:
         dates = read_dates(dates) if isinstance(dates, (str, os.PathLike)) else _as_dates(dates)
     suffix = path.suffix.lower()
-    if suffix in ZARR_SUFFIXES or (path.is_dir() and ((path / "zarr.json").exists() or (path / ".zgroup").exists())):
-        return _open_store(path, ".zarr", variable, dates, memory)
-    if path.is_dir():
+    if path.is_dir() and not (suffix in ZARR_SUFFIXES or (path / "zarr.json").exists() or (path / ".zgroup").exists()):
         if dates is not None:
             raise CubeError("--dates is for inputs without dates; a folder's dates come from its file names")
-        return _open_folder(path, date_pattern, memory)
+        return _open_folder(path, date_pattern, memory, times)
+    da = _open_dated(path, suffix, dates, variable, memory)
+    return da if times is None else da.isel(time=np.asarray(times, dtype=np.int64))
+
+
+def _open_dated(path: Path, suffix: str, dates, variable, memory):
+    if suffix in ZARR_SUFFIXES or path.is_dir():
+        return _open_store(path, ".zarr", variable, dates, memory)
     if suffix in GEOTIFF_SUFFIXES or suffix == ".vrt":
         return _open_multiband(path, dates, memory)
     if suffix in NETCDF_SUFFIXES:

@@ -1,0 +1,201 @@
+"""Near-real-time BFAST Monitor: one new image through the state vs the full rerun.
+
+Makes a synthetic int16 NDVI cube (``--pixels``, ``--dates``, monitoring from date
+``--history``), stores the first ``dates - 1`` images and the last one as Zarr, fits a
+:class:`tscube.bfast.nrt.BfastMonitor` on the first ones and saves its state (Zarr), then
+times, in one run (best of ``--repeat``):
+
+* ``read``: reading the new image and the whole saved state (what an update must touch);
+* ``update``: read both, update the state (cpu kernels), write the new state (Zarr);
+* ``update-kernel``: the update of the in-memory state alone;
+* ``full-rerun``: reading the whole cube and ``bfast_monitor`` on it (cpu engine), what
+  an operational run without a state does for every new image.
+
+With ``--scenes`` it also measures the operational case through the command line
+(in-process, so without interpreter start-up): a folder of one GeoTIFF per date
+(``scene_YYYYMMDD.tif``, int16, tiled), ``tscube monitor scenes/ --update`` after the
+last scene arrived vs ``tscube monitor scenes/`` over all of them (``--memory 256MB``,
+cpu engine).
+
+Prints one JSON line per measurement, the ratios, the state's size on disk per pixel,
+and a Markdown table. Usage:
+``PYTHONPATH=src python benchmarks/nrt.py [--pixels 500000 --dates 235 --history 135 --scenes]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def _best(repeat: int, func):
+    times = []
+    for _ in range(repeat):
+        began = time.perf_counter()
+        value = func()
+        times.append(time.perf_counter() - began)
+    return min(times), value
+
+
+def _du(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pixels", type=int, default=500_000)
+    parser.add_argument("--dates", type=int, default=235)
+    parser.add_argument("--history", type=int, default=135, help="dates before the monitoring start")
+    parser.add_argument("--nan", type=float, default=0.3, help="cloud (missing) fraction")
+    parser.add_argument("--history-method", default="ROC")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--scenes", action="store_true", help="also the CLI on a folder of GeoTIFF scenes")
+    args = parser.parse_args()
+
+    import numba
+    import xarray as xr
+
+    from tscube import bfast_monitor
+    from tscube.bfast import nrt
+    from tscube.datasets import make_cube
+
+    cols = 1000
+    rows = max(1, args.pixels // cols)
+    cube = make_cube("demo", shape=(rows, cols), n_dates=args.dates, n_history=args.history, nan_fraction=args.nan,
+                     seed=1)
+    raw = np.where(np.isnan(cube.data), -3000, np.rint(cube.data * 10000)).astype(np.int16)
+    del cube.data
+    dates, start = cube.dates, cube.dates[args.history]
+    n_pixels = rows * cols
+    params = dict(freq=23, history=args.history_method, nodata=-3000)
+    folder = Path(tempfile.mkdtemp(prefix="tscube-nrt-bench-"))
+    try:
+        chunks = {"time": -1, "y": 256, "x": 1000}
+        cube_da = xr.DataArray(raw, dims=("time", "y", "x"), coords={"time": dates}, name="ndvi")
+        cube_da.chunk(chunks).to_dataset().to_zarr(folder / "cube.zarr", mode="w")
+        cube_da[-1:].chunk(chunks).to_dataset().to_zarr(folder / "image.zarr", mode="w")
+
+        monitor = nrt.BfastMonitor(start, engine="cpu", **params)
+        fit_s, _ = _best(1, lambda: monitor.fit(raw[:-1], dates[:-1]))
+        ds = monitor.to_dataset().rename({"dim_1": "y", "dim_2": "x"})
+        ds.chunk({"y": 256, "x": 1000}).to_zarr(folder / "state.zarr", mode="w")
+        state_bytes = _du(folder / "state.zarr")
+        in_memory = {name: array.nbytes for name, array in monitor.state_.items()}
+
+        def read():
+            image = xr.open_zarr(folder / "image.zarr")["ndvi"].values
+            with xr.open_zarr(folder / "state.zarr") as stored:
+                state, model, old = nrt.state_from_dataset(stored)  # reads the state_* arrays only
+            return image, state, model, old
+
+        def update():
+            image, state, model, old = read()
+            new = nrt.update_state(state, model, old, image.reshape(1, -1), dates[-1:])
+            alert = new["break_index"] >= len(old)
+            all_dates = nrt._join_dates(old, dates[-1:])
+            coords = {"y": np.arange(rows), "x": np.arange(cols)}
+            out = nrt.state_dataset(new, model, all_dates, alert, ("y", "x"), coords)
+            out.chunk({"y": 256, "x": 1000}).to_zarr(folder / "state-new.zarr", mode="w")  # state uncompressed
+            return new
+
+        image, state, model, old = read()
+        update_state = lambda: nrt.update_state({k: v.copy() for k, v in state.items()}, model, old,  # noqa: E731
+                                                image.reshape(1, -1), dates[-1:])
+        update_state()  # compile
+        read_s, _ = _best(args.repeat, read)
+        kernel_s, _ = _best(args.repeat, update_state)
+        update_s, new = _best(args.repeat, update)
+
+        def rerun():
+            values = xr.open_zarr(folder / "cube.zarr")["ndvi"].values
+            return bfast_monitor(values, dates, start, engine="cpu", **params)
+
+        rerun_s, full = _best(1, rerun)
+        same = bool(np.array_equal(nrt.state_result(new, model, dates)["break_index"], full.break_index.ravel()))
+
+        rows_out = [
+            dict(step="read", seconds=read_s, note="new image + whole state from Zarr"),
+            dict(step="update", seconds=update_s, note="read + update + write the new state (Zarr)"),
+            dict(step="update-kernel", seconds=kernel_s, note="update of the in-memory state (incl. one copy of it)"),
+            dict(step="full-rerun", seconds=rerun_s, note=f"read the {args.dates}-date cube + bfast_monitor"),
+            dict(step="fit", seconds=fit_s, note=f"fit on {args.dates - 1} dates (once)"),
+        ]
+        summary = dict(pixels=n_pixels, dates=args.dates, monitoring_dates=args.dates - args.history,
+                       threads=numba.get_num_threads(), history=args.history_method, nan=args.nan,
+                       state_bytes_per_pixel_disk=state_bytes / n_pixels,
+                       state_bytes_per_pixel_memory=sum(in_memory.values()) / n_pixels,
+                       update_over_read=update_s / read_s, rerun_over_update=rerun_s / update_s,
+                       rerun_over_kernel=rerun_s / kernel_s, breaks_equal_full_run=same,
+                       projected_4M_update_s=update_s * 4_000_000 / n_pixels,
+                       projected_4M_rerun_s=rerun_s * 4_000_000 / n_pixels)
+        if args.scenes:
+            rows_out += _scenes(folder, raw, dates, start, args)
+            summary["cli_rerun_over_update"] = rows_out[-2]["seconds"] / rows_out[-3]["seconds"]
+        for row in rows_out:
+            print(json.dumps(dict(row, pixels=n_pixels)))
+        print(json.dumps(summary))
+        print("\n| step | seconds | per M pixels | note |\n|---|---:|---:|---|")
+        for row in rows_out:
+            print(f"| {row['step']} | {row['seconds']:.3f} | {row['seconds'] * 1e6 / n_pixels:.3f} | {row['note']} |")
+        print(f"\nupdate / read = {summary['update_over_read']:.2f}; full rerun / update = "
+              f"{summary['rerun_over_update']:.1f}; state on disk {summary['state_bytes_per_pixel_disk']:.0f} B/pixel "
+              f"({summary['state_bytes_per_pixel_memory']:.0f} B in memory); breaks equal the full run: {same}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_scene(folder: Path, image: np.ndarray, date) -> None:
+    import rasterio
+    from rasterio.transform import from_origin
+
+    rows, cols = image.shape
+    with rasterio.open(folder / f"scene_{pd.Timestamp(date):%Y%m%d}.tif", "w", driver="GTiff", width=cols, height=rows, count=1,
+                       dtype="int16", crs="EPSG:32633", transform=from_origin(500_000.0, 4_000_000.0, 30.0, 30.0),
+                       nodata=-3000, tiled=True, blockxsize=256, blockysize=256) as dst:
+        dst.write(image, 1)
+
+
+def _scenes(folder: Path, raw: np.ndarray, dates, start, args) -> list[dict]:
+    """``tscube monitor scenes/ --update`` with one new scene vs the full ``tscube monitor scenes/``."""
+    from typer.testing import CliRunner
+
+    from tscube.cli import app
+
+    scenes = folder / "scenes"
+    scenes.mkdir()
+    for image, date in zip(raw[:-1], dates[:-1]):
+        _write_scene(scenes, image, date)
+    common = ["--start", f"{pd.Timestamp(start):%Y-%m-%d}", "--freq", "23", "--history", args.history_method, "--engine", "cpu",
+              "--memory", "256MB", "--date-pattern", "%Y%m%d", "--no-progress"]
+    runner = CliRunner()
+
+    def run(*extra):
+        began = time.perf_counter()
+        result = runner.invoke(app, ["monitor", str(scenes), *common, *extra])
+        if result.exit_code != 0:
+            raise RuntimeError(result.output)
+        return time.perf_counter() - began
+
+    fit_s = run("-o", str(folder / "alerts.zarr"), "--update")
+    _write_scene(scenes, raw[-1], dates[-1])
+    update_s = run("-o", str(folder / "alerts.zarr"), "--update")
+    rerun_s = run("-o", str(folder / "full.zarr"))
+    import xarray as xr
+
+    with xr.open_zarr(folder / "alerts.zarr") as a, xr.open_zarr(folder / "full.zarr") as b:
+        if not np.array_equal(a["break_index"].values, b["break_index"].values):
+            raise AssertionError("the updated breaks differ from the full run's")
+    return [dict(step="cli-update", seconds=update_s, note="tscube monitor scenes/ --update, one new scene"),
+            dict(step="cli-full-rerun", seconds=rerun_s, note=f"tscube monitor scenes/ ({args.dates} scenes)"),
+            dict(step="cli-fit", seconds=fit_s, note=f"tscube monitor scenes/ --update, first run ({args.dates - 1})")]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,722 @@
+"""Near-real-time BFAST Monitor: a per-pixel monitoring state, updated image by image.
+
+Operational alerting runs BFAST Monitor over a cube that grows by one image every few
+days. The history fit and everything the OLS-MOSUM test has accumulated do not change
+when images are added after ``start``, so :class:`BfastMonitor` keeps them as a
+per-pixel *state* and :meth:`BfastMonitor.update` processes only the new images. The
+result after any sequence of updates equals :func:`tscube.bfast_monitor` over all the
+dates: break index and time, history start, statuses and counts exactly; the floats to
+1e-12 of their scale for decimal-year dates. Datetime dates sit on R's grid, whose time
+values (``seq.int(tsp1, tsp2, length.out=N)``) move by an ulp when the series grows: the
+full run's harmonics then differ from the fitted ones by ~3e-12, and so do the floats
+(~1e-11 relative; tested to 1e-10).
+
+The state of a pixel (flat arrays over pixel lanes; names in :data:`STATE_FIELDS`):
+
+* the history fit: ``coefficients`` (k regressors, in the fit's design
+  parametrisation, see ``trend_centre``/``trend_scale``), ``sigma``, ``n_history`` and
+  ``history_begin`` (index of the first history date), and ``fitted_status``, the
+  status the pixel has whenever it has monitoring data;
+* the MOSUM window: the last ``floor(h n)`` residuals in a ring (``window``, slot
+  ``j mod floor(h n)`` for the j-th residual from the history start) and their sum;
+* running sums from the history start that every type of monitoring process needs:
+  ``residual_sum`` (sum of all residuals, the OLS-CUSUM process), ``process_sum`` (for
+  the mean process) and ``statistic`` (max |process|); ``fitted_sum``, the sum of the
+  model's predictions over the monitoring observations (the relative magnitude's
+  denominator, where the result has one);
+* the first break (``break_index``; its time comes from the dates), the counts;
+* ``residuals``: every monitoring residual (time x pixel, NaN where missing), because
+  R's magnitude is the median of *all* of them. No smaller structure is exact: the
+  median of a set that keeps growing can move, one rank per new value, to any of its
+  elements, so every one may be needed again (a two-heap median keeps them all too).
+  ``magnitude`` is kept up to date with them.
+
+The update kernel runs on the cpu (numba, over pixel lanes) whatever engine made the
+fit: per new image it reads and writes a few numbers per pixel plus the residual
+store, which is memory-bound work a GPU transfer would only slow down. The fit itself
+(history selection and the first monitoring) comes from any engine's outputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ..timeaxis import TIME_TOL, build_time_axis
+from ._cpu import _median, _solve_equilibrated
+from .design import build_design
+from .plan import PERFECT_FIT_RTOL, invalid_mask
+from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus
+
+#: Version of the state layout (saved with the state; another version is not loaded).
+STATE_VERSION = 1
+
+#: Per-pixel state arrays (name -> dtype). ``coefficients`` is ``(k, P)``, ``window``
+#: ``(W, P)`` and ``residuals`` ``(M, P)`` (M monitoring dates); the others ``(P,)``.
+STATE_FIELDS = {
+    "fitted_status": np.int8,
+    "history_begin": np.int64,
+    "n_history": np.int32,
+    "n_valid": np.int32,
+    "n_monitor": np.int32,
+    "n_inf": np.int32,
+    "coefficients": np.float64,
+    "sigma": np.float64,
+    "window": np.float64,
+    "window_sum": np.float64,
+    "residual_sum": np.float64,
+    "fitted_sum": np.float64,
+    "process_sum": np.float64,
+    "statistic": np.float64,
+    "break_index": np.int64,
+    "magnitude": np.float64,
+    "residuals": np.float64,
+}
+
+#: Statuses whose history is fitted (the others never get a model, whatever comes later).
+_FITTED = tuple(MONITORED) + (BfastStatus.PERFECT_FIT,)
+_MONITORED_CODES = np.array([int(s) for s in MONITORED], dtype=np.int8)
+_FITTED_CODES = np.array([int(s) for s in _FITTED], dtype=np.int8)
+
+#: Parameters of :func:`tscube.bfast_monitor` that define the model (saved with the state).
+MODEL_PARAMS = ("order", "trend", "h", "level", "end", "history", "freq", "nodata")
+#: Monitoring processes the update kernel runs.
+PROCESS_TYPES = ("OLS-MOSUM", "OLS-CUSUM")
+
+
+# --------------------------------------------------------------------------------------
+# kernels (numba, one pixel lane per iteration)
+
+
+@njit(cache=True)
+def _residual(y, X, t, coef):
+    """``y - X[t] @ coef``, summed in the engines' order."""
+    r = y
+    for a in range(X.shape[1]):
+        r -= X[t, a] * coef[a]
+    return r
+
+
+@njit(parallel=True, cache=True)
+def _fit_history(Y, X, first, stop, fit, h, beta, sigma, window, window_sum, residual_sum, singular, perfect):
+    """History OLS of every lane with ``fit[p]``: valid rows ``first[p] <= t < stop`` of
+    ``Y`` (NaN = missing). Writes the coefficients, sigma, the ring of the last
+    ``floor(h n)`` residuals and its sum, the residual sum; flags singular and exact fits."""
+    P = Y.shape[1]
+    k = X.shape[1]
+    for p in prange(P):
+        if not fit[p]:
+            continue
+        G = np.zeros((k, k))
+        b = np.zeros(k)
+        n = 0
+        ymax = 0.0
+        for t in range(first[p], stop):
+            y = Y[t, p]
+            if math.isnan(y):
+                continue
+            n += 1
+            ymax = max(ymax, abs(y))
+            for a in range(k):
+                xa = X[t, a]
+                b[a] += xa * y
+                for c in range(a + 1):
+                    G[a, c] += xa * X[t, c]
+        for a in range(k):
+            for c in range(a):
+                G[c, a] = G[a, c]
+        coef = np.empty(k)
+        if n <= k or not _solve_equilibrated(G, b, k, coef, np.empty((k + 1, k))):
+            singular[p] = True
+            continue
+        w = int(math.floor(h * n))
+        rss = 0.0
+        total = 0.0
+        i = 0
+        for t in range(first[p], stop):
+            if not math.isnan(Y[t, p]):
+                r = _residual(Y[t, p], X, t, coef)
+                rss += r * r
+                total += r
+                window[i % w, p] = r
+                i += 1
+        wsum = 0.0
+        for q in range(n - w, n):  # chronological order, as the engines sum it
+            wsum += window[q % w, p]
+        s = math.sqrt(rss / (n - k))
+        for a in range(k):
+            beta[a, p] = coef[a]
+        sigma[p] = s
+        window_sum[p] = wsum
+        residual_sum[p] = total
+        perfect[p] = s <= PERFECT_FIT_RTOL * ymax
+
+
+@njit(parallel=True, cache=True)
+def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval, cusum, n_monitor, window,
+             window_sum, residual_sum, fitted_sum, process_sum, statistic, break_index, residuals):
+    """Run the monitoring of every lane over the new dates ``Y`` (rows: time indices
+    ``index``, design rows ``X``): residuals, the MOSUM window, the process (OLS-MOSUM, or
+    OLS-CUSUM if ``cusum``) and its running statistics, the first boundary crossing.
+    ``fitted`` lanes get residuals; ``monitored`` ones (fitted, sigma > 0) the process.
+    Counts the valid new values of every lane in ``n_monitor``."""
+    P = Y.shape[1]
+    T = Y.shape[0]
+    flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
+    for p in prange(P):
+        count = n_monitor[p]
+        if not fitted[p]:
+            for i in range(T):
+                count += not math.isnan(Y[i, p])
+            n_monitor[p] = count
+            continue
+        n = n_history[p]
+        w = int(math.floor(h * n))
+        scale = 1.0 / (sigma[p] * math.sqrt(n)) if monitored[p] else 0.0
+        wsum = window_sum[p]
+        rsum = residual_sum[p]
+        predicted = fitted_sum[p]
+        total = process_sum[p]
+        biggest = statistic[p]
+        first = break_index[p]
+        coef = beta[:, p].copy()
+        for i in range(T):
+            y = Y[i, p]
+            if math.isnan(y):
+                continue
+            r = _residual(y, X, i, coef)
+            residuals[i, p] = r
+            predicted += y - r
+            rsum += r
+            j = n + count  # 0-based position of r from the history start
+            count += 1
+            if not monitored[p]:
+                continue
+            slot = j % w
+            wsum += r - window[slot, p]
+            window[slot, p] = r
+            value = (rsum if cusum else wsum) * scale
+            total += value
+            size = abs(value)
+            if size > biggest:
+                biggest = size
+            ratio = (j + 1) / n  # t / n, t the 1-based position from the history start
+            if first >= 0:
+                continue
+            if cusum:
+                bound = math.sqrt(ratio * (ratio - 1.0) * (critval * critval + math.log(ratio / (ratio - 1.0))))
+            elif size > flat_bound:
+                bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
+            else:
+                continue
+            if size > bound:
+                first = index[i]
+        n_monitor[p] = count
+        window_sum[p] = wsum
+        residual_sum[p] = rsum
+        fitted_sum[p] = predicted
+        process_sum[p] = total
+        statistic[p] = biggest
+        break_index[p] = first
+
+
+_MEDIAN_LANES = 64
+
+
+@njit(parallel=True, cache=True)
+def _median_lanes(R, fitted, out):
+    """Median of the non-NaN values of each column of ``R`` (M, P) for the ``fitted``
+    lanes (NaN when none); blocks of lanes are transposed first, so that every value is
+    read once from memory and each median runs over contiguous values."""
+    M, P = R.shape
+    n_blocks = (P + _MEDIAN_LANES - 1) // _MEDIAN_LANES
+    for block in prange(n_blocks):
+        p0 = block * _MEDIAN_LANES
+        width = min(_MEDIAN_LANES, P - p0)
+        values = np.empty((_MEDIAN_LANES, max(M, 1)))
+        counts = np.zeros(_MEDIAN_LANES, dtype=np.int64)
+        scratch = np.empty(2 * max(M, 1))
+        for t in range(M):
+            for q in range(width):
+                v = R[t, p0 + q]
+                if not math.isnan(v):
+                    values[q, counts[q]] = v
+                    counts[q] += 1
+        for q in range(width):
+            if fitted[p0 + q] and counts[q] > 0:
+                out[p0 + q] = _median(values[q], 0, counts[q], scratch)
+            else:
+                out[p0 + q] = np.nan
+
+
+# --------------------------------------------------------------------------------------
+# the state
+
+
+def _design_rows(axis, rows, model: dict) -> np.ndarray:
+    """Design rows of the time indices ``rows`` of ``axis``, in the parametrisation of the
+    fit (the trend column centred and scaled as at fit time, whatever the dates now)."""
+    design = build_design(axis, model["order"], bool(model["trend"]), **_season(model))
+    X = np.array(design.matrix[rows], dtype=np.float64)
+    if "trend" in design.names:
+        X[:, design.names.index("trend")] = (axis.trend[rows] - model["trend_centre"]) / model["trend_scale"]
+    return np.ascontiguousarray(X)
+
+
+def _season(model: dict) -> dict:
+    return {"season": True} if model.get("season") else {}
+
+
+def _as_lanes(values: np.ndarray, nodata) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(T, P)`` float64 with NaN for every missing value, the valid mask and the inf mask."""
+    missing, is_inf = invalid_mask(values, nodata)
+    Y = values.astype(np.float64)
+    Y[missing] = np.nan
+    return Y, ~missing, is_inf
+
+
+def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> dict[str, np.ndarray]:
+    shapes = {"coefficients": (k, n_pixels), "window": (window, n_pixels), "residuals": (n_monitor_dates, n_pixels)}
+    state = {}
+    for name, dtype in STATE_FIELDS.items():
+        fill = -1 if name in ("break_index", "history_begin") else (0 if np.issubdtype(dtype, np.integer) else np.nan)
+        state[name] = np.full(shapes.get(name, (n_pixels,)), fill, dtype=dtype)
+    for name in ("window_sum", "residual_sum", "fitted_sum", "process_sum", "statistic"):
+        state[name][:] = 0.0
+    return state
+
+
+def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **params) -> tuple[dict, dict]:
+    """The monitoring state of the pixels ``values`` ``(T, P)`` after the dates ``dates``.
+
+    Runs :func:`tscube.bfast_monitor` (any engine) for the per-pixel history selection,
+    refits each selected history (float64 normal equations, the engines' equilibrated
+    Cholesky) and monitors the dates from ``start`` on with the update kernel. Returns
+    ``(state, model)``: the arrays of :data:`STATE_FIELDS` and the shared parameters.
+    """
+    from .monitor import bfast_monitor
+
+    if isinstance(start, (list, np.ndarray)) and not isinstance(start, str):
+        raise ValueError("a monitoring state holds one start: pass a single start (not a list)")
+    if params.get("return_process"):
+        raise ValueError("return_process is not available for a monitoring state")
+    params.pop("return_process", None)
+    first = bfast_monitor(values, dates, start, engine=engine, **params)
+    attrs = first.attrs
+    freq = params.get("freq")
+    axis = build_time_axis(dates, freq)
+    design = build_design(axis, attrs["order"], attrs["trend"], **_season(attrs))
+    start_time = float(attrs["start"])
+    begin = int(np.searchsorted(axis.time, start_time - TIME_TOL))
+    h = float(attrs["h"])
+    model = {
+        "start": start_time, "order": int(attrs["order"]), "trend": bool(attrs["trend"]),
+        "season": bool(attrs.get("season", False)), "type": attrs.get("type", "OLS-MOSUM"), "h": h,
+        "level": list(attrs["level"]), "end": attrs["end"],
+        "critval": float(attrs["critval"]), "history": attrs["history"], "freq": freq,
+        "nodata": params.get("nodata"), "engine": attrs["engine"], "regressors": list(design.names),
+        "trend_centre": float(design.trend_centre), "trend_scale": float(design.trend_scale),
+        "window_slots": max(int(math.floor(h * begin)), 1),
+    }
+    options = sorted(key for key in params if key not in MODEL_PARAMS)
+    model.update({key: params[key] for key in options}, options=options)
+    if model["type"] not in PROCESS_TYPES:
+        raise ValueError(f"a monitoring state runs the {' or '.join(PROCESS_TYPES)} process, not {model['type']!r}")
+    Y, _, _ = _as_lanes(values, model["nodata"])
+    n_pixels = Y.shape[1]
+    k = design.k
+    state = _empty_state(n_pixels, k, model["window_slots"], Y.shape[0] - begin)
+
+    status = first.status
+    for name in ("n_history", "n_valid", "n_inf"):
+        state[name][:] = getattr(first, name)
+    has_history = np.isfinite(first.history_start)
+    state["history_begin"][has_history] = np.searchsorted(axis.time, first.history_start[has_history] - TIME_TOL)
+    fitted = status.copy()
+    fitted[status == BfastStatus.ALL_MISSING] = BfastStatus.TOO_FEW_HISTORY  # what later data would make it
+    unmonitored = status == BfastStatus.NO_MONITORING_DATA
+    fitted[unmonitored] = BfastStatus.OK
+    fit = np.isin(fitted, _FITTED_CODES)
+
+    singular = np.zeros(n_pixels, dtype=np.bool_)
+    perfect = np.zeros(n_pixels, dtype=np.bool_)
+    _fit_history(Y, design.matrix, np.maximum(state["history_begin"], 0), begin, fit, h, state["coefficients"],
+                 state["sigma"], state["window"], state["window_sum"], state["residual_sum"], singular, perfect)
+    # pixels without monitoring data: the engine stopped before the checks a fit makes
+    fitted[unmonitored & singular] = BfastStatus.SINGULAR_DESIGN
+    fitted[unmonitored & perfect & ~singular] = BfastStatus.PERFECT_FIT
+    flag_pixels = np.flatnonzero(unmonitored & (fitted == BfastStatus.OK))
+    if flag_pixels.size and attrs["history"] in ("ROC", "BP"):
+        fitted[flag_pixels[_history_flags(values[:, flag_pixels], axis, design, begin, model)]] = (
+            BfastStatus.BP_TOO_SHORT if attrs["history"] == "BP" else BfastStatus.ROC_NO_CROSSING)
+    state["fitted_status"][:] = fitted
+    rows = np.arange(begin, Y.shape[0])
+    _advance_state(state, Y[begin:], rows, design.matrix[begin:], model)
+    return state, model
+
+
+def _history_flags(values, axis, design, begin, model) -> np.ndarray:
+    """Whether the history selection of these pixels (all without monitoring data) is
+    flagged (ROC_NO_CROSSING, BP_TOO_SHORT): the engines report it only for monitored
+    pixels, so the cpu history kernel selects their histories once more."""
+    import dataclasses
+
+    from . import _cpu_history
+    from .history import ROC_LAMBDA_05
+    from .plan import MonitorPlan
+
+    level = model["level"]
+    newer = {"process_type": model["type"]}  # fields of newer plans
+    plan = MonitorPlan(axis=axis, design=design, starts=np.array([model["start"]]),
+                       monitor_begin=np.array([begin], dtype=np.int64), history=model["history"], history_begin=0,
+                       h=model["h"], critval=model["critval"], level_roc=float(level[1]), roc_lambda=ROC_LAMBDA_05,
+                       nodata=model["nodata"], return_process=False,
+                       **{name: value for name, value in newer.items()
+                          if name in {field.name for field in dataclasses.fields(MonitorPlan)}})
+    _, flagged = _cpu_history.history_first(np.ascontiguousarray(values), plan)
+    return flagged[0]
+
+
+def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict) -> None:
+    """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in place."""
+    fitted_status = state["fitted_status"]
+    fitted = np.isin(fitted_status, _FITTED_CODES)
+    monitored = np.isin(fitted_status, _MONITORED_CODES)
+    offset = state["residuals"].shape[0] - Y.shape[0]
+    residuals = np.full(Y.shape, np.nan)
+    _advance(Y, X, rows.astype(np.int64), monitored, fitted, state["coefficients"], state["sigma"], state["n_history"],
+             model["h"], model["critval"], model["type"] == "OLS-CUSUM", state["n_monitor"], state["window"],
+             state["window_sum"], state["residual_sum"], state["fitted_sum"], state["process_sum"],
+             state["statistic"], state["break_index"], residuals)
+    state["residuals"][offset:] = residuals
+    _median_lanes(state["residuals"], fitted, state["magnitude"])
+
+
+def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates) -> dict:
+    """The state after the new images ``values`` ``(T_new, P)`` at ``new_dates``.
+
+    ``dates`` are all the dates the state has seen; ``new_dates`` must all be later.
+    The per-pixel arrays of ``state`` are updated in place (no copy of the state); the
+    residual store grows, so the returned state holds a new ``residuals`` array.
+    """
+    all_dates = _join_dates(dates, new_dates)
+    axis = build_time_axis(all_dates, model["freq"])
+    n_old = len(dates)
+    rows = np.arange(n_old, len(all_dates))
+    X = _design_rows(axis, rows, model)
+    Y, valid, is_inf = _as_lanes(values, model["nodata"])
+    new = dict(state, residuals=np.concatenate([state["residuals"], np.empty((len(rows), Y.shape[1]))]))
+    new["n_valid"] += valid.sum(axis=0, dtype=np.int32)
+    new["n_inf"] += is_inf.sum(axis=0, dtype=np.int32)
+    _advance_state(new, Y, rows, X, model)
+    return new
+
+
+def _join_dates(dates, new_dates):
+    """``dates`` followed by ``new_dates``, refused unless every new date is later than the last one."""
+    dates = np.asarray(dates)
+    new_dates = np.asarray(new_dates)
+    if len(new_dates) == 0:
+        return dates
+    datetime_old = np.issubdtype(dates.dtype, np.datetime64)
+    if datetime_old:
+        import pandas as pd
+
+        new_dates = np.asarray(pd.to_datetime(new_dates), dtype=dates.dtype)
+    elif not np.issubdtype(new_dates.dtype, np.number):
+        raise TypeError("the state was fitted on decimal years: new dates must be decimal years too")
+    if not np.all(new_dates[1:] > new_dates[:-1]):
+        raise ValueError("new dates must be strictly increasing")
+    if not new_dates[0] > dates[-1]:
+        raise ValueError(f"new date {new_dates[0]} is not after the last monitored date {dates[-1]}: "
+                         "a state only takes images newer than the last one")
+    return np.concatenate([dates, new_dates])
+
+
+def state_result(state: dict, model: dict, dates) -> dict[str, np.ndarray]:
+    """The outputs of :func:`tscube.bfast_monitor` (flat, by name) that the state stands for.
+
+    Every output of ``OUTPUT_DTYPES`` needs a line here (one added there stays NaN until
+    it has one; the equality tests compare every output with the full run)."""
+    axis = build_time_axis(dates, model["freq"])
+    fitted = state["fitted_status"]
+    n_monitor, n_valid = state["n_monitor"], state["n_valid"]
+    status = fitted.copy()
+    status[np.isin(fitted, _FITTED_CODES) & (n_monitor == 0)] = BfastStatus.NO_MONITORING_DATA
+    status[n_valid == 0] = BfastStatus.ALL_MISSING
+    monitored = np.isin(status, _MONITORED_CODES)
+    with_fit = monitored | (status == BfastStatus.PERFECT_FIT)
+    out = {name: np.full(status.shape, -1 if name == "break_index" else (0 if np.dtype(dtype).kind in "iu" else np.nan),
+                         dtype=dtype) for name, dtype in OUTPUT_DTYPES.items()}
+    out["status"] = status
+    for name in ("n_valid", "n_history", "n_monitor", "n_inf"):
+        out[name] = state[name].astype(OUTPUT_DTYPES[name])
+    breaks = monitored & (state["break_index"] >= 0)
+    out["break_index"][breaks] = state["break_index"][breaks]
+    out["break_time"][breaks] = axis.time[state["break_index"][breaks]]
+    has_history = state["history_begin"] >= 0
+    out["history_start"][has_history] = axis.time[state["history_begin"][has_history]]
+    out["sigma"][with_fit] = state["sigma"][with_fit]
+    out["magnitude"][with_fit] = state["magnitude"][with_fit]
+    out["statistic"][monitored] = state["statistic"][monitored]
+    out["mosum_mean"][monitored] = state["process_sum"][monitored] / n_monitor[monitored]
+    # outputs of newer results, where OUTPUT_DTYPES has them
+    if "rmse" in out:
+        n, k = state["n_history"][with_fit], state["coefficients"].shape[0]
+        out["rmse"][with_fit] = np.sqrt(state["sigma"][with_fit] ** 2 * (n - k) / n)
+    if "relative_magnitude" in out:
+        expected = state["fitted_sum"][with_fit] / n_monitor[with_fit]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["relative_magnitude"][with_fit] = np.where(expected != 0, out["magnitude"][with_fit] / expected, np.nan)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# the state as an xarray.Dataset (what is saved)
+
+#: Extra dimension of each multi-row state array.
+_STATE_DIMS = {"coefficients": "coefficient", "window": "window_slot", "residuals": "monitor_time"}
+#: Prefix of the state variables in a saved dataset (the others are the result and ``alert``).
+STATE_PREFIX = "state_"
+
+
+def _normalise_dates(dates) -> np.ndarray:
+    """Dates as ``datetime64[ns]`` or float64 decimal years."""
+    import pandas as pd
+
+    from ..xarray_blocks import _datetime_like
+
+    if _datetime_like(dates):
+        return np.asarray(pd.DatetimeIndex(pd.to_datetime(dates)).values, dtype="datetime64[ns]")
+    return np.asarray(dates, dtype=np.float64)
+
+
+def state_variables(state: dict, model: dict, dates, alert: np.ndarray) -> dict[str, tuple[tuple, np.ndarray]]:
+    """Every variable of a saved state over flat pixel lanes: name -> (extra dims, array
+    ``(*extra sizes, P)``): the outputs of :func:`state_result`, ``alert`` and the state
+    arrays (prefixed :data:`STATE_PREFIX`)."""
+    variables = {name: ((), array) for name, array in state_result(state, model, dates).items()}
+    variables["alert"] = ((), np.asarray(alert, dtype=np.bool_))
+    for name, array in state.items():
+        variables[STATE_PREFIX + name] = ((_STATE_DIMS[name],) if name in _STATE_DIMS else (), array)
+    return variables
+
+
+def state_attrs(model: dict) -> dict:
+    """Dataset attributes of a saved state: the model (JSON, read back by
+    :func:`state_from_dataset`) and the attributes of a ``bfast_monitor`` result."""
+    import json
+
+    from ..xarray_blocks import serialisable_attrs
+
+    attrs = dict(tscube_function="bfast_monitor", tscube_state_version=STATE_VERSION,
+                 tscube_state_model=json.dumps(model, sort_keys=True),
+                 **{key: model[key] for key in ("start", "order", "trend", "h", "level", "end", "critval", "history",
+                                                "freq", "engine", "regressors")})
+    return serialisable_attrs(attrs)
+
+
+def variable_attrs(name: str) -> dict:
+    """CF-style attributes of a state dataset's variable."""
+    from ._xarray import _BFAST_VARIABLE_ATTRS
+
+    if name == "alert":
+        return {"long_name": "first break among the dates of the last update (or of the fit)"}
+    return dict(_BFAST_VARIABLE_ATTRS.get(name, {}))
+
+
+def store_state_uncompressed(ds):
+    """Store the float state arrays of ``ds`` without compression (in place): residuals
+    of noisy data hardly compress (~4 %), while compressing them costs ~9x the write and
+    ~5x the read, which is what an update pays for."""
+    for name, variable in ds.data_vars.items():
+        if name.startswith(STATE_PREFIX) and variable.dtype == np.float64:
+            variable.encoding["compressors"] = ()
+    return ds
+
+
+def state_dataset(state: dict, model: dict, dates, alert: np.ndarray, pixel_dims, pixel_coords):
+    """The state, its result and the ``alert`` map as one :class:`xarray.Dataset` over the
+    pixel dims (``pixel_coords``: a coordinate for each pixel dim)."""
+    import xarray as xr
+
+    pixel_dims = tuple(pixel_dims)
+    pixel_shape = tuple(len(pixel_coords[d]) for d in pixel_dims)
+    dates = _normalise_dates(dates)
+    variables = {}
+    for name, (lead, array) in state_variables(state, model, dates, alert).items():
+        variables[name] = (lead + pixel_dims, array.reshape(array.shape[:len(lead)] + pixel_shape), variable_attrs(name))
+    begin = len(dates) - state["residuals"].shape[0]
+    coords = {"date": dates, "monitor_time": dates[begin:]}  # regressor names: attrs["regressors"]
+    coords.update({d: pixel_coords[d] for d in pixel_dims})
+    return store_state_uncompressed(xr.Dataset(variables, coords=coords, attrs=state_attrs(model)))
+
+
+def model_from_attrs(attrs) -> dict:
+    """The model saved in a state dataset's attributes (refused for other layouts)."""
+    import json
+
+    version = attrs.get("tscube_state_version")
+    if version is None or "tscube_state_model" not in attrs:
+        raise ValueError("this dataset holds no BFAST Monitor state (it was not written by a near-real-time "
+                         "monitor: tscube monitor --update, BfastMonitor.save)")
+    if int(version) != STATE_VERSION:
+        raise ValueError(f"monitoring state version {version} is not this tscube's ({STATE_VERSION}); fit again")
+    return json.loads(attrs["tscube_state_model"])
+
+
+def state_arrays(ds, pixel_dims) -> dict[str, np.ndarray]:
+    """The state arrays of a state dataset over flat pixel lanes (``(P,)``, ``(rows, P)``)."""
+    n_pixels = int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64))
+    state = {}
+    for name, dtype in STATE_FIELDS.items():
+        variable = ds[STATE_PREFIX + name]
+        lead = tuple(ds.sizes[d] for d in variable.dims if d not in pixel_dims)
+        values = variable.transpose(*(d for d in variable.dims if d not in pixel_dims), *pixel_dims).values
+        state[name] = np.require(np.asarray(values, dtype=dtype).reshape(lead + (n_pixels,)), requirements=["C", "W"])
+    return state
+
+
+def state_from_dataset(ds) -> tuple[dict, dict, np.ndarray]:
+    """``(state, model, dates)`` of a dataset written by :func:`state_dataset` (flat pixel lanes)."""
+    model = model_from_attrs(ds.attrs)
+    return state_arrays(ds, ds["status"].dims), model, _normalise_dates(ds["date"].values)
+
+
+# --------------------------------------------------------------------------------------
+# the public object
+
+
+def _as_input(data, dates, time_dim: str):
+    """``(values (T, P), dates, pixel dims, pixel coords, pixel shape)`` of NumPy or xarray input."""
+    from ..xarray_blocks import is_xarray, time_coordinate
+
+    if is_xarray(data):
+        if dates is not None:
+            raise TypeError("dates come from the DataArray's time coordinate: do not pass dates")
+        dates = time_coordinate(data, time_dim)
+        data = data.transpose(time_dim, ...)
+        pixel_dims = tuple(d for d in data.dims if d != time_dim)
+        coords = {d: data[d].values for d in pixel_dims if d in data.coords}
+        values = np.asarray(data.values)
+    else:
+        if dates is None:
+            raise TypeError("dates are required for NumPy data")
+        values = np.asarray(data)
+        pixel_dims = tuple(f"dim_{i}" for i in range(1, values.ndim))
+        coords = None
+    if values.ndim == 0:
+        raise ValueError("data must have a time axis first: shape (T, ...)")
+    pixel_shape = values.shape[1:]
+    return values.reshape(values.shape[0], int(np.prod(pixel_shape))), _normalise_dates(dates), pixel_dims, coords, pixel_shape
+
+
+class BfastMonitor:
+    """Near-real-time BFAST Monitor: fit once, then update with each new image.
+
+    ``fit`` runs :func:`tscube.bfast_monitor` on the cube so far and keeps a per-pixel
+    monitoring state (see :mod:`tscube.bfast.nrt`); ``update`` monitors only the new
+    images, without refitting any history; ``result`` is then what
+    :func:`tscube.bfast_monitor` would return over all the dates. ``save``/``load`` keep
+    the state between runs (Zarr or NetCDF), like nrt's ``to_netcdf``/``from_netcdf``.
+
+    Parameters
+    ----------
+    start
+        First date of the monitoring period (one start; see :func:`tscube.bfast_monitor`).
+    order, trend, h, level, end, history, freq, nodata, engine
+        As in :func:`tscube.bfast_monitor`; ``engine`` makes the fit, updates run on the cpu.
+    **options
+        Further model options of :func:`tscube.bfast_monitor` (e.g. ``season``, ``type``
+        where it has them), saved with the state.
+
+    Attributes
+    ----------
+    state_ : dict of ndarray
+        Per-pixel state arrays over flat pixel lanes (:data:`STATE_FIELDS`).
+    dates_ : ndarray
+        Every date monitored so far (``datetime64[ns]`` or decimal years).
+    alert_ : ndarray of bool
+        Pixels whose first break lies among the dates of the last ``fit``/``update``.
+
+    Examples
+    --------
+    >>> monitor = BfastMonitor(start="2019-01-01", freq=23).fit(cube, dates)  # doctest: +SKIP
+    >>> alerts = monitor.update(new_image[None], [new_date])                  # doctest: +SKIP
+    >>> monitor.save("alerts.zarr")                                           # doctest: +SKIP
+    """
+
+    def __init__(self, start, *, order: int = 3, trend: bool = True, h: float = 0.25, level=0.05, end: float = 10,
+                 history="ROC", freq=None, nodata=None, engine: str = "auto", **options):
+        self.start = start
+        self.params = dict(order=order, trend=trend, h=h, level=level, end=end, history=history, freq=freq,
+                           nodata=nodata, **options)
+        self.engine = engine
+
+    def fit(self, data, dates=None, *, time_dim: str = "time") -> "BfastMonitor":
+        """Fit every pixel's history and monitor the dates of ``data`` from ``start`` on."""
+        values, dates, self.pixel_dims_, self.pixel_coords_, self.pixel_shape_ = _as_input(data, dates, time_dim)
+        self.state_, self.model_ = fit_state(values, dates, self.start, engine=self.engine, **self.params)
+        self.dates_ = dates
+        self.alert_ = (self.state_["break_index"] >= 0).reshape(self.pixel_shape_)
+        return self
+
+    def update(self, data, dates=None, *, time_dim: str = "time") -> np.ndarray:
+        """Monitor new images (dates after the last one seen); returns the ``alert_`` map."""
+        if not hasattr(self, "state_"):
+            raise RuntimeError("call fit() before update()")
+        values, new_dates, pixel_dims, _, pixel_shape = _as_input(data, dates, time_dim)
+        if pixel_shape != self.pixel_shape_:
+            raise ValueError(f"new images are shaped {pixel_shape}, the state {self.pixel_shape_}")
+        n_old = len(self.dates_)
+        self.state_ = update_state(self.state_, self.model_, self.dates_, values, new_dates)
+        self.dates_ = _join_dates(self.dates_, new_dates)
+        self.alert_ = (self.state_["break_index"] >= n_old).reshape(self.pixel_shape_)
+        return self.alert_
+
+    def result(self) -> BfastMonitorResult:
+        """The :class:`BfastMonitorResult` over every date seen (equal to ``bfast_monitor`` on them)."""
+        outputs = state_result(self.state_, self.model_, self.dates_)
+        attrs = {key: self.model_[key] for key in ("start", "order", "trend", "regressors", "h", "end", "critval",
+                                                   "history", "freq", "engine")}
+        attrs["level"] = tuple(self.model_["level"])
+        shaped = {name: array.reshape(self.pixel_shape_) for name, array in outputs.items()}
+        return BfastMonitorResult(**shaped, attrs=attrs)
+
+    def to_dataset(self):
+        """The result, ``alert`` and the state (``state_*`` variables) as an :class:`xarray.Dataset`."""
+        coords = {d: np.arange(n) for d, n in zip(self.pixel_dims_, self.pixel_shape_)}
+        coords.update(self.pixel_coords_ or {})
+        return state_dataset(self.state_, self.model_, self.dates_, self.alert_, self.pixel_dims_, coords)
+
+    @classmethod
+    def from_dataset(cls, ds) -> "BfastMonitor":
+        """The monitor of a dataset written by :meth:`to_dataset` (or ``tscube monitor --update``)."""
+        state, model, dates = state_from_dataset(ds)
+        options = {key: model[key] for key in model.get("options", ())}
+        monitor = cls(model["start"], **{key: model[key] for key in MODEL_PARAMS if key != "level"},
+                      level=tuple(model["level"]), engine=model["engine"], **options)
+        monitor.state_, monitor.model_, monitor.dates_ = state, model, dates
+        monitor.pixel_dims_ = tuple(ds["status"].dims)
+        monitor.pixel_shape_ = tuple(ds.sizes[d] for d in monitor.pixel_dims_)
+        monitor.pixel_coords_ = {d: ds[d].values for d in monitor.pixel_dims_ if d in ds.coords}
+        monitor.alert_ = np.asarray(ds["alert"].values, dtype=bool)
+        return monitor
+
+    def save(self, path) -> None:
+        """Write the dataset of :meth:`to_dataset` to ``path`` (``.zarr`` or ``.nc``), atomically."""
+        from ..io import write_result
+
+        write_result(self.to_dataset(), path)
+
+    @classmethod
+    def load(cls, path) -> "BfastMonitor":
+        """The monitor saved at ``path``."""
+        import xarray as xr
+
+        path = str(path)
+        opener = xr.open_zarr if path.rstrip("/").endswith(".zarr") else xr.open_dataset
+        with opener(path) as ds:
+            return cls.from_dataset(ds.load())

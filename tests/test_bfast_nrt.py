@@ -1,0 +1,241 @@
+"""Near-real-time BFAST Monitor: fit up to a date, update with the rest = the full run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tscube import bfast_monitor
+from tscube.bfast.nrt import BfastMonitor
+from tscube.bfast.result import OUTPUT_DTYPES, BfastStatus
+from tscube.datasets import make_cube
+from tscube.timeaxis import build_time_axis
+
+#: Float outputs and what their tolerance scales with (data units, process units, itself).
+_SCALES = {"magnitude": "data", "sigma": "data", "statistic": "process", "mosum_mean": "process"}
+
+
+def assert_equal_to_full_run(result, full, data, rtol):
+    """Integer outputs, break and history times identical; floats within ``rtol`` relative
+    to their scale (the data for ``magnitude`` and ``sigma``, the process for the MOSUM statistics:
+    median residuals and mean processes cross zero, where a relative error means nothing)."""
+    for name in OUTPUT_DTYPES:
+        x, y = getattr(result, name), getattr(full, name)
+        assert x.shape == y.shape and x.dtype == y.dtype, name
+        if name not in _SCALES:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+            continue
+        np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=name)
+        scale = {"data": np.nanmax(np.abs(data.astype(float))), "process": np.nanmax(full.statistic, initial=1.0)}[_SCALES[name]]
+        np.testing.assert_allclose(x, y, rtol=rtol, atol=rtol * scale, equal_nan=True, err_msg=name)
+
+
+def _split_runs(values, dates, start, fit_until, steps, **kwargs):
+    """Fit on ``values[:fit_until]``, then update with the rest in ``steps`` pieces."""
+    monitor = BfastMonitor(start, **kwargs).fit(values[:fit_until], dates[:fit_until])
+    bounds = np.linspace(fit_until, len(dates), steps + 1).round().astype(int)
+    alerts = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        before = monitor.result().break_index.copy()
+        alert = monitor.update(values[a:b], dates[a:b])
+        after = monitor.result()
+        np.testing.assert_array_equal(alert, (after.break_index >= a) & (before < 0))
+        alerts.append(alert)
+    return monitor, alerts
+
+
+def _cube(nan_fraction, dtype=np.float32, seed=3, shape=(6, 9), n_dates=120, n_history=70):
+    return make_cube("demo", shape=shape, n_dates=n_dates, n_history=n_history, nan_fraction=nan_fraction,
+                     dtype=dtype, seed=seed)
+
+
+@pytest.mark.parametrize("steps", [1, 2, 7])
+@pytest.mark.parametrize("nan_fraction", [0.0, 0.5, 0.9])
+@pytest.mark.parametrize("history", ["all", "ROC", "BP"])
+def test_updates_equal_full_run_decimal_years(steps, nan_fraction, history):
+    """Decimal-year dates (times independent of the series length): floats to 1e-12."""
+    cube = _cube(nan_fraction)
+    dates = build_time_axis(cube.dates, 23).time
+    start = float(dates[70])
+    full = bfast_monitor(cube.data, dates, start, freq=23, history=history, engine="cpu")
+    monitor, _ = _split_runs(cube.data, dates, start, 85, steps, freq=23, history=history, engine="cpu")
+    assert_equal_to_full_run(monitor.result(), full, cube.data, rtol=1e-12)
+    assert np.count_nonzero(full.has_break) > 0
+
+
+@pytest.mark.parametrize("fit_until", [71, 90, 119])
+@pytest.mark.parametrize("start_index", [50, 70])
+def test_updates_equal_full_run_int16_nodata_datetimes(fit_until, start_index):
+    """int16 with a nodata value, datetimes (R's daily-grid / 16-day time values move by an
+    ulp when the series grows, so the full run's harmonics differ from the fit's by
+    ~3e-12: floats agree to 1e-10 there), several starts and fit dates."""
+    cube = _cube(0.3, seed=5)
+    data = np.where(np.isnan(cube.data), -3000, np.round(cube.data * 10000)).astype(np.int16)
+    start = cube.dates[start_index]
+    kwargs = dict(freq=23, nodata=-3000, engine="cpu")
+    full = bfast_monitor(data, cube.dates, start, **kwargs)
+    monitor, _ = _split_runs(data, cube.dates, start, max(fit_until, start_index + 1), 3, **kwargs)
+    assert_equal_to_full_run(monitor.result(), full, data, rtol=1e-10)
+
+
+def test_fit_without_monitoring_data_becomes_monitored():
+    """Pixels missing at every monitoring date of the fit (NO_MONITORING_DATA), all-missing
+    pixels and constant pixels (PERFECT_FIT) get the full run's statuses after updates."""
+    cube = _cube(0.5, seed=7)
+    dates = build_time_axis(cube.dates, 23).time
+    data = cube.data.copy()
+    data[70:80, 0, :] = np.nan  # no monitoring data in the fit
+    data[:, 1, 0] = np.nan  # all missing, ever
+    data[:80, 1, 1] = np.nan  # all missing in the fit, then data: TOO_FEW_HISTORY
+    data[:, 2, 0] = 0.5  # constant: PERFECT_FIT
+    data[70:80, 2, 1] = np.nan
+    data[:, 2, 1] = np.where(np.isnan(data[:, 2, 1]), np.nan, 0.25)  # constant, monitoring data later
+    start = float(dates[70])
+    for history in ("all", "ROC"):
+        fitted = BfastMonitor(start, freq=23, history=history, engine="cpu").fit(data[:80], dates[:80])
+        assert fitted.result().status[0, 3] == BfastStatus.NO_MONITORING_DATA or np.isnan(data[70:80, 0, 3]).all()
+        full = bfast_monitor(data, dates, start, freq=23, history=history, engine="cpu")
+        fitted.update(data[80:], dates[80:])
+        assert_equal_to_full_run(fitted.result(), full, data, rtol=1e-12)
+        counts = full.status_counts()
+        assert counts["ALL_MISSING"] == 1 and counts["PERFECT_FIT"] == 2 and counts.get("TOO_FEW_HISTORY", 0) == 1
+
+
+def test_flagged_history_without_monitoring_data():
+    """ROC at a level above 0.05 flags some histories (ROC_NO_CROSSING); pixels without
+    monitoring data in the fit get their flag once monitored."""
+    cube = _cube(0.2, seed=11, shape=(12, 12))
+    dates = build_time_axis(cube.dates, 23).time
+    data = cube.data.copy()
+    data[70:75] = np.nan
+    start = float(dates[70])
+    kwargs = dict(freq=23, history="ROC", level=(0.05, 0.5), engine="cpu")
+    full = bfast_monitor(data, dates, start, **kwargs)
+    assert full.status_counts().get("ROC_NO_CROSSING", 0) > 0
+    monitor = BfastMonitor(start, **kwargs).fit(data[:75], dates[:75])
+    assert set(monitor.result().status_counts()) == {"NO_MONITORING_DATA"}
+    monitor.update(data[75:], dates[75:])
+    assert_equal_to_full_run(monitor.result(), full, data, rtol=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["reference", "cpu"])
+def test_fit_from_any_engine(engine):
+    cube = _cube(0.5, shape=(3, 4))
+    dates = build_time_axis(cube.dates, 23).time
+    start = float(dates[70])
+    full = bfast_monitor(cube.data, dates, start, freq=23, engine="reference")
+    monitor, _ = _split_runs(cube.data, dates, start, 80, 2, freq=23, engine=engine)
+    assert_equal_to_full_run(monitor.result(), full, cube.data, rtol=1e-12)
+
+
+def test_state_keeps_window_and_residual_sum():
+    """The state's window holds the last floor(h n) residuals, its sum their sum, and the
+    residual sum is the sum of all residuals from the history start (the OLS-CUSUM's
+    input): checked against residuals recomputed in NumPy from the state's fit."""
+    cube = _cube(0.3, shape=(2, 3))
+    dates = build_time_axis(cube.dates, 23).time
+    monitor = BfastMonitor(float(dates[70]), freq=23, history="all", engine="cpu").fit(cube.data, dates)
+    state, model = monitor.state_, monitor.model_
+    from tscube.bfast.nrt import _design_rows
+
+    X = _design_rows(build_time_axis(dates, 23), np.arange(len(dates)), model)
+    for p in range(6):
+        y = cube.data.reshape(len(dates), -1)[:, p].astype(float)
+        rows = np.flatnonzero(~np.isnan(y))
+        r = y[rows] - X[rows] @ state["coefficients"][:, p]
+        n = state["n_history"][p]
+        w = int(np.floor(model["h"] * n))
+        j = np.arange(r.size - w, r.size)
+        np.testing.assert_allclose(state["window"][j % w, p], r[-w:], rtol=0, atol=1e-15)
+        np.testing.assert_allclose(state["window_sum"][p], r[-w:].sum(), rtol=0, atol=1e-13)
+        np.testing.assert_allclose(state["residual_sum"][p], r.sum(), rtol=0, atol=1e-13)
+        np.testing.assert_allclose(np.nanmedian(state["residuals"][:, p]), state["magnitude"][p], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("suffix", [".zarr", ".nc"])
+def test_save_load_update(tmp_path, suffix):
+    """A saved and loaded state updates to the same result as the one kept in memory."""
+    cube = _cube(0.5)
+    monitor = BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90])
+    monitor.save(tmp_path / f"state{suffix}")
+    loaded = BfastMonitor.load(tmp_path / f"state{suffix}")
+    for name, array in monitor.state_.items():
+        np.testing.assert_array_equal(loaded.state_[name], array, err_msg=name)
+    np.testing.assert_array_equal(loaded.dates_, monitor.dates_)
+    alert = monitor.update(cube.data[90:], cube.dates[90:])
+    np.testing.assert_array_equal(loaded.update(cube.data[90:], cube.dates[90:]), alert)
+    for name in OUTPUT_DTYPES:
+        np.testing.assert_array_equal(getattr(loaded.result(), name), getattr(monitor.result(), name), err_msg=name)
+
+
+def test_xarray_input_keeps_coordinates():
+    xr = pytest.importorskip("xarray")
+    cube = _cube(0.5)
+    da = xr.DataArray(cube.data, dims=("time", "y", "x"),
+                      coords={"time": cube.dates, "y": np.arange(6) * 30.0, "x": np.arange(9) * 30.0})
+    monitor = BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(da.isel(time=slice(0, 90)))
+    monitor.update(da.isel(time=slice(90, None)))
+    full = bfast_monitor(cube.data, cube.dates, cube.dates[70], freq=23, engine="cpu")
+    assert_equal_to_full_run(monitor.result(), full, cube.data, rtol=1e-10)
+    ds = monitor.to_dataset()
+    np.testing.assert_array_equal(ds["x"].values, da["x"].values)
+    np.testing.assert_array_equal(ds["break_index"].values, full.break_index)
+    assert ds["state_residuals"].dims == ("monitor_time", "y", "x")
+
+
+def test_caller_errors():
+    cube = _cube(0.5, shape=(2, 2))
+    monitor = BfastMonitor(cube.dates[70], freq=23, engine="cpu")
+    with pytest.raises(RuntimeError, match="fit"):
+        monitor.update(cube.data[90:], cube.dates[90:])
+    monitor.fit(cube.data[:90], cube.dates[:90])
+    with pytest.raises(ValueError, match="not after the last monitored date"):
+        monitor.update(cube.data[85:], cube.dates[85:])
+    with pytest.raises(ValueError, match="shaped"):
+        monitor.update(cube.data[90:, :1], cube.dates[90:])
+    with pytest.raises(ValueError, match="one start"):
+        BfastMonitor([cube.dates[70], cube.dates[80]], freq=23).fit(cube.data, cube.dates)
+    with pytest.raises(TypeError, match="decimal years"):
+        BfastMonitor(2003.5, freq=23).fit(cube.data[:90], build_time_axis(cube.dates, 23).time[:90]).update(
+            cube.data[90:], cube.dates[90:])
+
+
+def test_cusum_process_from_the_state():
+    """The kernel's OLS-CUSUM (a type of newer results): the cumulative residual sum from the
+    history start over sigma sqrt(n), its boundary sqrt(x (x - 1) (c^2 + log(x / (x - 1)))),
+    x = t / n; checked against NumPy on residuals recomputed from the state's fit."""
+    from tscube.bfast import nrt
+
+    cube = _cube(0.3, shape=(3, 4))
+    dates = build_time_axis(cube.dates, 23).time
+    monitor = BfastMonitor(float(dates[70]), freq=23, history="all", engine="cpu").fit(cube.data[:90], dates[:90])
+    monitor.model_["type"] = "OLS-CUSUM"
+    for name in ("process_sum", "statistic", "fitted_sum"):
+        monitor.state_[name][:] = 0.0
+    monitor.state_["break_index"][:] = -1
+    state, model = monitor.state_, monitor.model_
+    fitted_residual_sum = state["residual_sum"].copy()
+    n_before = state["n_monitor"].copy()
+    state["residual_sum"][:] -= np.nansum(state["residuals"], axis=0)  # back to the history's sum
+    state["n_monitor"][:] = 0
+    state["residuals"][:] = np.nan
+    nrt._advance_state(state, np.where(np.isnan(cube.data[70:90]), np.nan, cube.data[70:90]).reshape(20, -1)
+                       .astype(float), np.arange(70, 90), nrt._design_rows(build_time_axis(dates[:90], 23),
+                                                                              np.arange(70, 90), model), model)
+    np.testing.assert_allclose(state["residual_sum"], fitted_residual_sum, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(state["n_monitor"], n_before)
+    X = nrt._design_rows(build_time_axis(dates[:90], 23), np.arange(90), model)
+    for p in range(12):
+        y = cube.data[:90].reshape(90, -1)[:, p].astype(float)
+        rows = np.flatnonzero(~np.isnan(y))
+        r = y[rows] - X[rows] @ state["coefficients"][:, p]
+        n, sigma = state["n_history"][p], state["sigma"][p]
+        process = np.cumsum(r)[n:] / (sigma * np.sqrt(n))
+        x = np.arange(n + 1, r.size + 1) / n
+        boundary = np.sqrt(x * (x - 1) * (model["critval"] ** 2 + np.log(x / (x - 1))))
+        crossing = np.flatnonzero(np.abs(process) > boundary)
+        expected = rows[n + crossing[0]] if crossing.size else -1
+        assert state["break_index"][p] == expected
+        np.testing.assert_allclose(state["statistic"][p], np.max(np.abs(process)), rtol=1e-12)
+        np.testing.assert_allclose(state["process_sum"][p], np.sum(process), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(state["fitted_sum"][p], np.sum(y[rows][n:] - r[n:]), rtol=1e-13)

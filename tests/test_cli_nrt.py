@@ -1,0 +1,198 @@
+"""``tscube monitor --update``: a growing input monitored date by date equals the full run;
+refusals; kill -9 during an update and during its swap; the previous state stays whole."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+xr = pytest.importorskip("xarray")
+rasterio = pytest.importorskip("rasterio")
+pytest.importorskip("zarr")
+
+from rasterio.transform import from_origin  # noqa: E402
+
+from tscube import bfast_monitor  # noqa: E402
+from tscube.bfast import _nrt_xarray  # noqa: E402
+from tscube.runs import RECORD_NAME, _quiet_zarr  # noqa: E402
+
+from test_bfast_nrt import assert_equal_to_full_run  # noqa: E402
+from test_runs import _run_and_kill, tree_bytes, tscube  # noqa: E402
+
+NODATA = -3000
+N_DATES, ROWS, COLS = 64, 6, 8
+DATES = pd.DatetimeIndex([pd.Timestamp(2000 + i // 23, 1, 1) + pd.Timedelta(days=16 * (i % 23))
+                          for i in range(N_DATES)])
+START = DATES[40]
+
+
+@pytest.fixture(scope="module")
+def raw():
+    """int16 values with nodata gaps, a drop in a corner from date 46 on, one all-missing pixel."""
+    rng = np.random.default_rng(11)
+    t = np.arange(N_DATES)
+    values = 6000 + 1500 * np.sin(2 * np.pi * t / 23)[:, None, None] + rng.normal(0, 150, (N_DATES, ROWS, COLS))
+    values[46:, :3, :4] -= 2500
+    raw = np.rint(values).astype(np.int16)
+    raw[rng.random(raw.shape) < 0.15] = NODATA
+    raw[:, 5, 7] = NODATA
+    return raw
+
+
+def write_stack(path, raw, dates):
+    """A multi-band GeoTIFF of ``raw`` with one band description (date) per band, atomically."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with rasterio.open(tmp, "w", driver="GTiff", width=COLS, height=ROWS, count=len(dates), dtype="int16",
+                       crs="EPSG:32633", transform=from_origin(500_000.0, 4_000_000.0, 30.0, 30.0),
+                       nodata=NODATA) as dst:
+        dst.write(raw)
+        for i, date in enumerate(dates):
+            dst.set_band_description(i + 1, f"{date:%Y-%m-%d}")
+    os.replace(tmp, path)
+    return path
+
+
+def update_args(stack, output, *extra):
+    return ["monitor", stack, "--start", f"{START:%Y-%m-%d}", "--freq", 23, "--history", "ROC", "-o", output,
+            "--update", "--engine", "cpu", "--memory", "24kB", "--no-progress", *extra]
+
+
+def grow(tmp_path, raw, until):
+    return write_stack(tmp_path / "stack.tif", raw[:until], DATES[:until])
+
+
+def full_run(raw, until):
+    return bfast_monitor(raw[:until], DATES[:until], START, freq=23, history="ROC", nodata=NODATA, engine="cpu")
+
+
+class _Stored:
+    """The result variables of a state store, as attributes (for assert_equal_to_full_run)."""
+
+    def __init__(self, path):
+        with _quiet_zarr(), xr.open_zarr(path, consolidated=False) as ds:
+            self.ds = ds.load()
+
+    def __getattr__(self, name):
+        return self.ds[name].values
+
+
+@pytest.mark.parametrize("fit_at, steps", [(44, [64]), (44, [45, 64]), (41, [42, 43, 44, 45, 50, 55, 64])])
+def test_updates_equal_the_full_run(tmp_path, raw, fit_at, steps):
+    """Fit at 44 (or 41: one monitoring date) dates, then updates in 1, 2 and 7 steps
+    (int16, nodata, ROC history)."""
+    out = tmp_path / "alerts.zarr"
+    first = tscube(*update_args(grow(tmp_path, raw, fit_at), out))
+    assert first.exit_code == 0, first.output
+    assert "alerts (first break among the new dates)" in first.output
+    for until in steps:
+        before = _Stored(out).break_index
+        result = tscube(*update_args(grow(tmp_path, raw, until), out))
+        assert result.exit_code == 0, result.output
+        assert "updating alerts.zarr" in result.output
+        stored = _Stored(out)
+        assert_equal_to_full_run(stored, full_run(raw, until), raw[:until], rtol=1e-10)
+        np.testing.assert_array_equal(stored.alert, (before < 0) & (stored.break_index >= 0))
+        np.testing.assert_array_equal(stored.ds["date"].values, DATES[:until].values)
+    assert np.count_nonzero(stored.break_index >= 0) > 0
+    again = tscube(*update_args(grow(tmp_path, raw, 64), out))
+    assert again.exit_code == 0 and "up to date" in again.output
+
+
+def test_refusals_leave_the_state_alone(tmp_path, raw):
+    out = tmp_path / "alerts.zarr"
+    assert tscube(*update_args(grow(tmp_path, raw, 50), out)).exit_code == 0
+    before = tree_bytes(out)
+    stack = grow(tmp_path, raw, 55)
+
+    plain = tscube(*update_args(stack, out)[:-6], "--engine", "cpu", "--memory", "24kB", "--no-progress")
+    assert plain.exit_code != 0 and "--update" in plain.output
+
+    changed = tscube(*update_args(stack, out, "--h", 0.5))
+    assert changed.exit_code != 0
+    assert "fitted with other parameters: h (0.25 -> 0.5)" in changed.output and len(changed.output.splitlines()) == 2
+
+    history = tscube(*update_args(stack, out, "--history", "all"))
+    assert history.exit_code != 0 and "history ('ROC' -> 'all')" in history.output
+
+    odd_dates = DATES[:55].delete(30).insert(30, DATES[30] + pd.Timedelta(days=3))  # a date the state has not
+    older = write_stack(tmp_path / "odd.tif", raw[:55], odd_dates)
+    refused = tscube(*update_args(older, out))
+    assert refused.exit_code != 0 and "a state only takes newer images" in refused.output
+    assert tree_bytes(out) == before
+
+    not_zarr = tscube(*update_args(stack, tmp_path / "alerts.tif"))
+    assert not_zarr.exit_code != 0 and "needs a .zarr output" in not_zarr.output
+
+
+@pytest.fixture(scope="module")
+def updated(raw, tmp_path_factory):
+    """A state fitted at 50 dates (copied by the tests) and the same state updated to 64, uninterrupted."""
+    folder = tmp_path_factory.mktemp("nrt")
+    fitted = folder / "fitted.zarr"
+    assert tscube(*update_args(write_stack(folder / "stack50.tif", raw[:50], DATES[:50]), fitted)).exit_code == 0
+    stack = write_stack(folder / "stack.tif", raw, DATES)
+    done = folder / "updated.zarr"
+    shutil.copytree(fitted, done)
+    result = tscube(*update_args(stack, done))
+    assert result.exit_code == 0, result.output
+    return fitted, stack, done
+
+
+def test_killed_update_resumes_to_byte_identical_state(updated, tmp_path):
+    fitted, stack, done = updated
+    out = tmp_path / "alerts.zarr"
+    shutil.copytree(fitted, out)
+    previous = tree_bytes(out)
+    pending, _ = _nrt_xarray.sidecar_paths(out)
+    env = dict(os.environ, TSCUBE_TEST_CHUNK_DELAY="0.4")
+    assert _run_and_kill(update_args(stack, out), pending / RECORD_NAME, env) >= 1
+    assert tree_bytes(out) == previous  # the interrupted update did not touch the state
+
+    result = tscube(*update_args(stack, out))
+    assert result.exit_code == 0, result.output
+    assert "resuming" in result.output
+    assert tree_bytes(out) == tree_bytes(done)
+    assert not pending.exists()
+
+
+def test_update_killed_between_the_renames_is_finished(updated, tmp_path, monkeypatch):
+    fitted, stack, done = updated
+    out = tmp_path / "alerts.zarr"
+    shutil.copytree(fitted, out)
+    real_replace = _nrt_xarray._rename
+    calls = []
+
+    def crash_on_second(src, dst):
+        calls.append(src)
+        if len(calls) == 2:
+            raise SystemExit("killed")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(_nrt_xarray, "_rename", crash_on_second)
+    crashed = tscube(*update_args(stack, out))
+    assert crashed.exit_code != 0 and not out.exists()
+    monkeypatch.setattr(_nrt_xarray, "_rename", real_replace)
+
+    result = tscube(*update_args(stack, out))
+    assert result.exit_code == 0, result.output
+    assert "finished the interrupted replacement" in result.output and "up to date" in result.output
+    assert tree_bytes(out) == tree_bytes(done)
+
+
+def test_open_cube_reads_only_the_selected_dates_of_a_folder(tmp_path, raw):
+    """What an update reads of a folder of scenes: the new files only (``open_cube(times=)``)."""
+    from tscube.io import open_cube
+
+    folder = tmp_path / "scenes"
+    folder.mkdir()
+    for i in (3, 7, 9):
+        write_stack(folder / f"scene_{DATES[i]:%Y%m%d}.tif", raw[[i]], DATES[[i]])
+    whole = open_cube(folder, date_pattern="%Y%m%d")
+    part = open_cube(folder, date_pattern="%Y%m%d", times=[2])
+    assert part.attrs["source_files"] == [f"scene_{DATES[9]:%Y%m%d}.tif"]
+    np.testing.assert_array_equal(part.values, whole.values[[2]])
+    np.testing.assert_array_equal(part["time"].values, whole["time"].values[[2]])
