@@ -11,8 +11,9 @@ from tscube.bfast.result import OUTPUT_DTYPES, BfastStatus
 from tscube.datasets import make_cube
 from tscube.timeaxis import build_time_axis
 
-#: Float outputs and what their tolerance scales with (data units, process units, itself).
-_SCALES = {"magnitude": "data", "sigma": "data", "statistic": "process", "mosum_mean": "process"}
+#: Float outputs and what their tolerance scales with (data units, process units, 1 for ratios).
+_SCALES = {"magnitude": "data", "sigma": "data", "rmse": "data", "statistic": "process", "mosum_mean": "process",
+           "relative_magnitude": "ratio"}
 
 
 def assert_equal_to_full_run(result, full, data, rtol):
@@ -26,7 +27,8 @@ def assert_equal_to_full_run(result, full, data, rtol):
             np.testing.assert_array_equal(x, y, err_msg=name)
             continue
         np.testing.assert_array_equal(np.isnan(x), np.isnan(y), err_msg=name)
-        scale = {"data": np.nanmax(np.abs(data.astype(float))), "process": np.nanmax(full.statistic, initial=1.0)}[_SCALES[name]]
+        scale = {"data": np.nanmax(np.abs(data.astype(float))), "process": np.nanmax(full.statistic, initial=1.0),
+                 "ratio": 1.0}[_SCALES[name]]
         np.testing.assert_allclose(x, y, rtol=rtol, atol=rtol * scale, equal_nan=True, err_msg=name)
 
 
@@ -99,6 +101,24 @@ def test_fit_without_monitoring_data_becomes_monitored():
         assert_equal_to_full_run(fitted.result(), full, data, rtol=1e-12)
         counts = full.status_counts()
         assert counts["ALL_MISSING"] == 1 and counts["PERFECT_FIT"] == 2 and counts.get("TOO_FEW_HISTORY", 0) == 1
+
+
+@pytest.mark.parametrize("process", ["OLS-MOSUM", "OLS-CUSUM"])
+def test_season_dummies_updates_equal_full_run(process):
+    """Season dummies (k = 24) with either process, fitted before any monitoring data: a
+    history that misses a cycle position stays SINGULAR_DESIGN, the others equal the full run."""
+    cube = _cube(0.2, seed=11, n_dates=160, n_history=110)
+    dates = build_time_axis(cube.dates, 23).time
+    data = cube.data.copy()
+    data[[5, 28, 51, 74, 97], 0, 0] = np.nan  # pixel (0, 0) never sees the sixth cycle position
+    data[110, 0, :] = np.nan  # row 0: no monitoring data in the fit
+    start = float(dates[110])
+    kwargs = dict(freq=23, order=0, season=True, type=process, history="all", engine="cpu")
+    full = bfast_monitor(data, dates, start, **kwargs)
+    monitor, _ = _split_runs(data, dates, start, 111, 3, **kwargs)
+    assert_equal_to_full_run(monitor.result(), full, data, rtol=1e-12)
+    assert full.status[0, 0] == BfastStatus.SINGULAR_DESIGN
+    assert np.count_nonzero(full.status == BfastStatus.OK) > 20
 
 
 def test_flagged_history_without_monitoring_data():

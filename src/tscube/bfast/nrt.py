@@ -100,10 +100,13 @@ def _residual(y, X, t, coef):
 
 
 @njit(parallel=True, cache=True)
-def _fit_history(Y, X, first, stop, fit, h, beta, sigma, window, window_sum, residual_sum, singular, perfect):
+def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, window, window_sum, residual_sum,
+                 singular, perfect):
     """History OLS of every lane with ``fit[p]``: valid rows ``first[p] <= t < stop`` of
     ``Y`` (NaN = missing). Writes the coefficients, sigma, the ring of the last
-    ``floor(h n)`` residuals and its sum, the residual sum; flags singular and exact fits."""
+    ``floor(h n)`` residuals and its sum, the residual sum; flags singular fits (also a
+    history missing a season level, as the engines: ``levels``, ``all_levels``) and exact
+    fits."""
     P = Y.shape[1]
     k = X.shape[1]
     for p in prange(P):
@@ -113,12 +116,14 @@ def _fit_history(Y, X, first, stop, fit, h, beta, sigma, window, window_sum, res
         b = np.zeros(k)
         n = 0
         ymax = 0.0
+        seen = 0
         for t in range(first[p], stop):
             y = Y[t, p]
             if math.isnan(y):
                 continue
             n += 1
             ymax = max(ymax, abs(y))
+            seen |= np.int64(1) << levels[t]
             for a in range(k):
                 xa = X[t, a]
                 b[a] += xa * y
@@ -128,7 +133,7 @@ def _fit_history(Y, X, first, stop, fit, h, beta, sigma, window, window_sum, res
             for c in range(a):
                 G[c, a] = G[a, c]
         coef = np.empty(k)
-        if n <= k or not _solve_equilibrated(G, b, k, coef, np.empty((k + 1, k))):
+        if n <= k or (all_levels != 0 and seen != all_levels) or not _solve_equilibrated(G, b, k, coef, np.empty((k + 1, k))):
             singular[p] = True
             continue
         w = int(math.floor(h * n))
@@ -342,8 +347,10 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
 
     singular = np.zeros(n_pixels, dtype=np.bool_)
     perfect = np.zeros(n_pixels, dtype=np.bool_)
-    _fit_history(Y, design.matrix, np.maximum(state["history_begin"], 0), begin, fit, h, state["coefficients"],
-                 state["sigma"], state["window"], state["window_sum"], state["residual_sum"], singular, perfect)
+    levels, all_levels = design.kernel_levels()
+    _fit_history(Y, design.matrix, levels, all_levels, np.maximum(state["history_begin"], 0), begin, fit, h,
+                 state["coefficients"], state["sigma"], state["window"], state["window_sum"], state["residual_sum"],
+                 singular, perfect)
     # pixels without monitoring data: the engine stopped before the checks a fit makes
     fitted[unmonitored & singular] = BfastStatus.SINGULAR_DESIGN
     fitted[unmonitored & perfect & ~singular] = BfastStatus.PERFECT_FIT
