@@ -189,6 +189,25 @@ def _solve_equilibrated(G, b, k, beta, work):
 
 
 @njit(cache=True)
+def add_normal_row(G, xy, X, r, v):
+    """Add row ``r`` of ``X`` (observed ``v``) to the normal equations: the lower triangle
+    of ``G = X'X`` and ``xy = X'y``."""
+    for a in range(X.shape[1]):
+        xa = X[r, a]
+        xy[a] += xa * v
+        for c in range(a + 1):
+            G[a, c] += xa * X[r, c]
+
+
+@njit(cache=True)
+def mirror_lower(G):
+    """Copy the lower triangle of ``G`` to the upper one."""
+    for a in range(G.shape[0]):
+        for c in range(a + 1, G.shape[0]):
+            G[a, c] = G[c, a]
+
+
+@njit(cache=True)
 def _monitor_one(
     y, rows, nv, X, levels, all_levels, time, first_hist, begin, h, critval, cusum,
     G, xy, beta, work, resid, sel, p, s,
@@ -227,16 +246,8 @@ def _monitor_one(
         for c in range(k):
             G[a, c] = 0.0
     for j in range(lo, mid):
-        r = rows[j]
-        v = y[j]
-        for a in range(k):
-            xa = X[r, a]
-            xy[a] += xa * v
-            for c in range(a + 1):
-                G[a, c] += xa * X[r, c]
-    for a in range(k):
-        for c in range(a + 1, k):
-            G[a, c] = G[c, a]
+        add_normal_row(G, xy, X, rows[j], y[j])
+    mirror_lower(G)
     seen = 0
     for j in range(lo, mid):
         seen |= np.int64(1) << levels[rows[j]]

@@ -45,7 +45,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..timeaxis import TIME_TOL, build_time_axis
-from ._cpu import _median, _solve_equilibrated
+from ._cpu import _median, _solve_equilibrated, add_normal_row, mirror_lower
 from .design import build_design
 from .plan import PERFECT_FIT_RTOL, invalid_mask
 from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus
@@ -124,16 +124,11 @@ def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, win
             n += 1
             ymax = max(ymax, abs(y))
             seen |= np.int64(1) << levels[t]
-            for a in range(k):
-                xa = X[t, a]
-                b[a] += xa * y
-                for c in range(a + 1):
-                    G[a, c] += xa * X[t, c]
-        for a in range(k):
-            for c in range(a):
-                G[c, a] = G[a, c]
+            add_normal_row(G, b, X, t, y)
+        mirror_lower(G)
         coef = np.empty(k)
-        if n <= k or (all_levels != 0 and seen != all_levels) or not _solve_equilibrated(G, b, k, coef, np.empty((k + 1, k))):
+        singular_design = all_levels != 0 and seen != all_levels
+        if n <= k or singular_design or not _solve_equilibrated(G, b, k, coef, np.empty((k + 1, k))):
             singular[p] = True
             continue
         w = int(math.floor(h * n))
