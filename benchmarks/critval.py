@@ -20,24 +20,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 
 import numpy as np
 
 from tscube import config
-from tscube.bfast.critval import SUPPORTED_END, SUPPORTED_H, _table, simulate_mosum_statistic
+from tscube.bfast.critval import (SUPPORTED_END, SUPPORTED_H, _table, quantile_standard_error,
+                                  simulate_mosum_statistic)
 
 NEW_POINTS = ((0.3, 10), (0.15, 6), (0.75, 3), (0.25, 20))
 LEVELS = (0.05, 0.01, 0.001)
-
-
-def quantile_standard_error(sample: np.ndarray, p: float) -> float:
-    """Distribution-free standard error of the empirical p-quantile (order statistics one
-    binomial standard deviation away)."""
-    n = sample.size
-    spread = math.sqrt(n * p * (1 - p)) / n
-    return 0.5 * (np.quantile(sample, min(p + spread, 1.0)) - np.quantile(sample, p - spread))
 
 
 def main() -> None:

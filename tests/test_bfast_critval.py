@@ -12,8 +12,8 @@ import pytest
 
 from tscube import config
 from tscube.bfast.critval import (SUPPORTED_END, SUPPORTED_H, _table, brent_minimum, critical_value,
-                                  cusum_critical_value, mosum_sample, simulate_mosum_statistic,
-                                  simulated_critical_value)
+                                  cusum_critical_value, mosum_sample, quantile_standard_error,
+                                  simulate_mosum_statistic, simulated_critical_value)
 
 from conftest import SHARED
 
@@ -46,14 +46,6 @@ def test_table_is_used_inside_its_range():
     assert critical_value(0.25, 10, 0.01) == 1.52164497279622
 
 
-def _quantile_standard_error(sample: np.ndarray, p: float) -> float:
-    """Standard error of the empirical p-quantile, from the order statistics one standard
-    deviation of the binomial count away (distribution-free)."""
-    n = sample.size
-    spread = math.sqrt(n * p * (1 - p)) / n
-    return 0.5 * (np.quantile(sample, min(p + spread, 1.0)) - np.quantile(sample, p - spread))
-
-
 def test_simulation_reproduces_the_table():
     """At every one of the table's 750 points (h, end, 1 - alpha), the simulated quantile is
     within 4 standard errors of the tabled value, the error being the simulation's own
@@ -67,14 +59,14 @@ def test_simulation_reproduces_the_table():
             levels, table = _table()[(h, end)]
             for p, tabled in zip(levels, table):
                 draws = sample[:, a, e]
-                z.append((np.quantile(draws, p) - tabled) / (math.sqrt(2.0) * _quantile_standard_error(draws, p)))
+                z.append((np.quantile(draws, p) - tabled) / (math.sqrt(2.0) * quantile_standard_error(draws, p)))
     z = np.array(z)
     assert z.size == 750
     assert np.abs(z).max() < 4.0
     assert np.sqrt(np.mean(z**2)) < 1.5  # and no systematic offset
     # the comparison tells functionals apart: the h = 0.25 table is far from h = 0.5 draws
     draws = sample[:, 1, -1]
-    assert (np.quantile(draws, 0.95) - 1.34182451007628) / _quantile_standard_error(draws, 0.95) > 20
+    assert (np.quantile(draws, 0.95) - 1.34182451007628) / quantile_standard_error(draws, 0.95) > 20
 
 
 def test_simulation_is_reproducible_and_thread_independent():

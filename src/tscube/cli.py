@@ -209,6 +209,12 @@ def _input_name(source) -> str:
     return str(source).rstrip("/").rsplit("/", 1)[-1] or str(source)
 
 
+def _echo_input(input_path, da) -> None:
+    """One line on the opened cube: its name, dates (first to last) and pixels."""
+    typer.echo(f"{_input_name(input_path)}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
+               f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
+
+
 def _report_status(by_name: dict[str, int], empty_reason: str) -> None:
     """Warn loudly when no pixel produced a result (``by_name``: pixels per status name)."""
     total = int(sum(by_name.values()))
@@ -437,8 +443,7 @@ def monitor(
         start_value = _parse_when(start, "start")
         history_value = _parse_history(bfast.history)
         da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory, stac)
-        typer.echo(f"{_input_name(input_path)}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
-                   f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
+        _echo_input(input_path, da)
         if update:
             _monitor_update(input_path, output, da, start, start_value, history_value, bfast, stac, process, engine,
                             workers, scheduler, memory, progress, overwrite)
@@ -549,8 +554,7 @@ def breaks_command(
         _check_output(output)
         breaks_value = int(breaks) if re.fullmatch(r"-?\d+", breaks.strip()) else breaks.strip()
         da = _open_input(input_path, dates, date_pattern, variable, memory, stac)
-        typer.echo(f"{_input_name(input_path)}: {da.sizes['time']} dates ({str(da.time.values[0])[:10]} to "
-                   f"{str(da.time.values[-1])[:10]}), {da.size // da.sizes['time']} pixels")
+        _echo_input(input_path, da)
         template = bfast_lite_xarray(
             da, freq=freq, order=order, trend=not no_trend, season=season, h=h, breaks=breaks_value,
             max_breaks=max_breaks, level=level, magnitude_interval=0.1, criteria=criteria, nodata=nodata,

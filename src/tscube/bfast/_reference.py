@@ -110,7 +110,7 @@ def monitor_pixel(y: np.ndarray, valid: np.ndarray, plan: MonitorPlan, s: int) -
     # History OLS fit (least squares in float64); season dummies need every season level.
     X_hist, y_hist = X[history], y[history]
     levels = plan.design.season_level
-    if levels is not None and np.unique(levels[history]).size < plan.design.season_mask.bit_length():
+    if levels is not None and np.unique(levels[history]).size < plan.design.n_season_levels:
         out["status"] = BfastStatus.SINGULAR_DESIGN
         return out
     if is_singular(X_hist.T @ X_hist):

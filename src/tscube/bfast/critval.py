@@ -305,6 +305,14 @@ def mosum_sample(h: float, end: float) -> tuple[np.ndarray, float]:
     return sample, seconds
 
 
+def quantile_standard_error(sample: np.ndarray, p: float) -> float:
+    """Monte Carlo standard error of the empirical ``p``-quantile of ``sample``, distribution
+    free: half the spread of the order statistics one binomial standard deviation away."""
+    n = sample.size
+    spread = math.sqrt(n * p * (1 - p)) / n
+    return 0.5 * (np.quantile(sample, min(p + spread, 1.0)) - np.quantile(sample, p - spread))
+
+
 def simulated_critical_value(h: float, end: float, level: float) -> float:
     """The ``1 - level`` quantile (R's default type 7) of the simulated OLS-MOSUM statistic."""
     n_paths = int(config.CRITVAL_PATHS)

@@ -31,15 +31,19 @@ class Design:
     season_level: np.ndarray | None = None
 
     @property
+    def n_season_levels(self) -> int:
+        """Season levels (``freq``) of the dummies: their contrast columns plus one; 0 without."""
+        if self.season_level is None:
+            return 0
+        return 1 + sum(name.startswith("season") for name in self.names)
+
+    @property
     def season_mask(self) -> int:
         """Bit mask of every season level (``2**freq - 1``), 0 without season dummies: a
         history fits the dummies only if it holds every level (else R aliases the highest
         contrasts; a level count decides that exactly, where a Gram pivot of 24 columns
         can fall either side of a tolerance)."""
-        if self.season_level is None:
-            return 0
-        levels = 1 + sum(name.startswith("season") for name in self.names)
-        return (1 << levels) - 1
+        return (1 << self.n_season_levels) - 1
 
     def kernel_levels(self) -> tuple[np.ndarray, int]:
         """The season level of every date as int64 (zeros without season dummies) and
