@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tscube import config
+from tscube.bfast import critval
 from tscube.bfast.critval import (SUPPORTED_END, SUPPORTED_H, _table, brent_minimum, critical_value,
                                   cusum_critical_value, mosum_sample, quantile_standard_error,
                                   simulate_mosum_statistic, simulated_critical_value)
@@ -92,6 +93,9 @@ def test_simulated_values_are_cached_on_disk(tmp_path, monkeypatch):
     sample, seconds = mosum_sample(0.35, 3.5)
     assert seconds > 0 and len(list(tmp_path.glob("critval-ols-mosum-*.npy"))) == 1
     again, seconds_again = mosum_sample(0.35, 3.5)
+    assert seconds_again == 0.0 and again is sample  # this process keeps it
+    monkeypatch.setattr(critval, "_SAMPLES", {})  # another process reads the file
+    again, seconds_again = mosum_sample(0.35, 3.5)
     assert seconds_again == 0.0
     np.testing.assert_array_equal(sample, again)
     value = simulated_critical_value(0.35, 3.5, 0.05)
@@ -101,6 +105,20 @@ def test_simulated_values_are_cached_on_disk(tmp_path, monkeypatch):
     monkeypatch.setattr(config, "CRITVAL_SEED", config.CRITVAL_SEED + 1)
     mosum_sample(0.35, 3.5)  # another seed is another sample, another file
     assert len(list(tmp_path.glob("critval-ols-mosum-*.npy"))) == 2
+
+
+def test_unwritable_cache_simulates_once_per_process(tmp_path, monkeypatch):
+    """A cache folder that cannot be made: the value is right, and the process simulates it
+    once (a chunked run asks for it once per chunk)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setattr(config, "CRITVAL_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(config, "CRITVAL_PATHS", 2000)
+    sample, seconds = mosum_sample(0.45, 2.5)
+    assert seconds > 0 and not (blocker / "cache").exists()
+    again, seconds_again = mosum_sample(0.45, 2.5)
+    assert seconds_again == 0.0 and again is sample
+    np.testing.assert_array_equal(sample, np.sort(simulate_mosum_statistic(0.45, 2.5, 2000, config.CRITVAL_SEED)))
 
 
 @pytest.mark.parametrize(

@@ -279,21 +279,33 @@ def _cache_path(h: float, end: float, n_paths: int, seed: int) -> Path:
     return cache_dir() / f"critval-ols-mosum-{digest}.npy"
 
 
+#: Samples this process has read or simulated, by cache path: a chunked run calls the
+#: public function once per chunk, and a read-only cache folder must not mean a new
+#: simulation each time.
+_SAMPLES: dict[Path, np.ndarray] = {}
+
+
 def mosum_sample(h: float, end: float) -> tuple[np.ndarray, float]:
     """The sorted simulated statistic for ``(h, end)`` (``config.CRITVAL_PATHS`` paths, seed
-    ``config.CRITVAL_SEED``) and the seconds its simulation took (0.0 when read from the
-    cache). Written atomically, so concurrent runs never read a partial file."""
+    ``config.CRITVAL_SEED``, read-only) and the seconds its simulation took (0.0 when read
+    from the cache). Written atomically, so concurrent runs never read a partial file."""
     n_paths, seed = int(config.CRITVAL_PATHS), int(config.CRITVAL_SEED)
     path = _cache_path(h, end, n_paths, seed)
+    if path in _SAMPLES:
+        return _SAMPLES[path], 0.0
     try:
         sample = np.load(path)
         if sample.shape == (n_paths,):
+            sample.setflags(write=False)
+            _SAMPLES[path] = sample
             return sample, 0.0
     except (OSError, ValueError):
         pass
     began = time.perf_counter()
     sample = np.sort(simulate_mosum_statistic(h, end, n_paths, seed))
     seconds = time.perf_counter() - began
+    sample.setflags(write=False)
+    _SAMPLES[path] = sample
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp")
