@@ -800,6 +800,12 @@ def _monitor_block(
         uniform = t0 == t_last
         if uniform:
             Mh, Yh = W, Y
+        elif order.shape[0] == 1:  # one start: clear each late lane's prefix in the block itself
+            for q in range(width):
+                for t in range(t0, first_hist[s, p0 + q]):
+                    W[t, q] = 0.0
+                    Y[t, q] = 0.0
+            Mh, Yh = W, Y
         else:
             for t in range(t0, begin):
                 for q in range(width):

@@ -198,38 +198,45 @@ _U = np.uint64  # unsigned indices: no negative-index wraparound, so contiguous 
 @njit(cache=True, error_model="numpy")
 def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
     """Lane ``q``'s valid candidates among dates ``[0, stop)`` (``tile[q]``), latest first:
-    dates in ``rows[:n, q]``, values in ``yc[i * _LANES + q]``; their number and max |y|
-    into ``S``. Branch-free: every date is written at the lane's next free row, which
-    advances only when the value is valid (NaN, inf, ``nodata`` are not)."""
+    dates in ``rows[i * _LANES + q]`` (int32), values in ``yc[i * _LANES + q]``; their
+    number and max |y| into ``S``. Branch-free: every date is written at the lane's next
+    free row, which advances only when the value is valid (NaN, inf, ``nodata`` are not).
+    Flat arrays and unsigned indices: no wraparound checks in the loop."""
     W = _LANES
+    row = tile.shape[1]
+    flat = tile.reshape(tile.size)
     for q in range(W):
         S[_U(_S_COUNT * W + q)] = 0.0
         S[_U(_S_YMAX * W + q)] = 0.0
     for q in range(width):
-        n = 0
+        at = _U(q)  # flat index of the lane's next free row
         top = 0.0
-        for t in range(stop - 1, -1, -1):
-            v = tile[q, t]
+        base = _U(q * row)
+        for u in range(stop):
+            t = _U(stop - 1 - u)
+            v = flat[base + t]
             good = (v == v) & (abs(v) != np.inf) & ((v != nodata) | (not has_nodata))
-            rows[n, q] = t
-            yc[_U(n * W + q)] = v if good else 0.0
-            n += 1 if good else 0
+            rows[at] = np.int32(t)
+            yc[at] = v if good else 0.0
+            at += _U(W) if good else _U(0)
             top = max(top, abs(v)) if good else top
-        S[_U(_S_COUNT * W + q)] = n
+        S[_U(_S_COUNT * W + q)] = (at - _U(q)) // _U(W)
         S[_U(_S_YMAX * W + q)] = top
 
 
 @njit(cache=True)
 def _gather_design(X8, rows, n_rows, Xc):
-    """``Xc[(i * 8 + b) * _LANES + q] = X8[rows[i, q], b]``: the design rows of every
-    lane's compacted candidates (an indexed load, kept out of the vectorised loops)."""
+    """``Xc[(i * 8 + b) * _LANES + q] = X8[rows[i * _LANES + q], b]``: the design rows of
+    every lane's compacted candidates (an indexed load, kept out of the vectorised loops)."""
     W = _LANES
     K = LANE_REGRESSORS
+    flat = X8.reshape(X8.size)
     for i in range(n_rows):
         for q in range(W):
-            r = rows[i, q]
+            r = _U(rows[_U(i * W + q)]) * _U(K)
+            x = _U(i * K * W + q)
             for b in range(K):
-                Xc[_U((i * K + b) * W + q)] = X8[r, b]
+                Xc[x + _U(b * W)] = flat[r + _U(b)]
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -537,7 +544,7 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
         m = n - k
         if S[_U(_S_ALONE * W + q)] != 0.0:  # the per-pixel loop, on the candidates in forward order
             for j in range(n):
-                alone_rows[j] = rows[n - 1 - j, q]
+                alone_rows[j] = rows[_U((n - 1 - j) * W + q)]
                 alone_y[j] = yc[_U((n - 1 - j) * W + q)]
             drop, flag = _roc_pixel(X, alone_rows, alone_y, n, level, alone_w, Q, R, P, beta, Px, idx)
             flagged[s, p0 + q] = flag
@@ -551,7 +558,7 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
         drop, flag = _roc_verdict(S[_U(_S_STAT * W + q)], int(S[_U(_S_FIRST * W + q)]), m, level)
         flagged[s, p0 + q] = flag
         if drop > 0:
-            first_hist[s, p0 + q] = rows[n - 1 - drop, q]
+            first_hist[s, p0 + q] = rows[_U((n - 1 - drop) * W + q)]
 
 
 @njit(parallel=True, cache=True)
@@ -568,7 +575,7 @@ def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n
     n_blocks = (n_pixels + W - 1) // W
     for c in prange(n_chunks):
         tile = tile_buffer(W, stop)
-        rows = np.zeros((T, W), dtype=np.int64)  # rows past a lane's count: any date
+        rows = np.zeros(T * W, dtype=np.int32)  # rows past a lane's count: any date
         S = np.zeros(_S_ROWS * W)
         Xc = np.zeros((T + LANE_REGRESSORS) * LANE_REGRESSORS * W)  # room for eight rows past the last
         yc = np.zeros((T + LANE_REGRESSORS) * W)
