@@ -155,7 +155,8 @@ def test_cpu_roc_lanes_equal_reference(nan_fraction):
     """The cpu engine's ROC runs blocks of pixels as SIMD lanes (k <= 8): on 70 pixels
     (two full blocks and a partial one) with breaks planted at different dates inside the
     history, constant pixels, sparse pixels, two monitoring starts and designs of 2 to 8
-    regressors (and 10, the per-pixel loop), it selects the same history as the reference."""
+    regressors (and 10, the per-pixel loop), exact and nearly exact season-trend fits
+    (the perfect-fit check), it selects the same history as the reference."""
     cube = make_cube("demo", shape=(5, 14), n_dates=200, n_history=150, nan_fraction=nan_fraction,
                      noise=0.02, seed=11, dtype=np.float64)
     data = cube.data.copy()
@@ -163,6 +164,12 @@ def test_cpu_roc_lanes_equal_reference(nan_fraction):
         data[30 + 15 * j:150, 0, j] += 0.3  # a shift inside the history
     data[:, 1, :4] = 0.5  # constant: an exact fit, nothing to test
     data[:100, 2, :5] = np.nan  # few candidates
+    years = np.arange(200) / 23.0
+    exact = 0.5 + 0.01 * years + 0.1 * np.sin(2 * np.pi * years)
+    data[:, 3, :3] = exact[:, None]  # an exact season-trend fit (order >= 1), not constant
+    noise = np.random.default_rng(3).standard_normal((200, 3))
+    data[:, 3, 3:6] = exact[:, None] * (1 + 1e-5 * noise)  # nearly exact
+    data[:, 3, 6:9] = np.where(np.isnan(cube.data[:, 3, 6:9]), np.nan, data[:, 3, 3:6])
     starts = [cube.dates[150], cube.dates[120]]
     for order in (0, 1, 3, 4):
         kwargs = dict(data=data, dates=cube.dates, start=starts, freq=23, order=order, history="ROC")

@@ -168,7 +168,7 @@ LANE_REGRESSORS = 8
 _LANES = 64  # pixels per block of the lane kernel
 _PACKED = LANE_REGRESSORS * (LANE_REGRESSORS + 1) // 2
 _S_P = 0  # (X'X)^{-1}, packed
-_S_BETA = _S_P + _PACKED  # coefficients (rows 36..43, written out in _rank_one_step and _fit_rss)
+_S_BETA = _S_P + _PACKED  # coefficients (rows 36..43, written out in _rank_one_step)
 _S_G = _S_BETA + LANE_REGRESSORS  # Gram of the rows an exact solve needs, packed
 _S_RHS = _S_G + _PACKED  # their X'y
 _S_TAKE = _S_RHS + LANE_REGRESSORS  # weights (1.0 or 0.0) of the rows added to the Gram
@@ -176,7 +176,7 @@ _S_FULL = _S_TAKE + LANE_REGRESSORS  # 1.0: the lane's fit has full rank (rank-o
 _S_ALONE = _S_FULL + 1  # 1.0: rank deficient at an exact solve: the lane is done alone
 _S_COUNT = _S_ALONE + 1  # number of candidates
 _S_YMAX = _S_COUNT + 1  # max |y| over them
-_S_RSS = _S_YMAX + 1  # residual sum of squares of their fit
+_S_RSS = _S_YMAX + 1  # residual sum of squares of their fit (sum of the squared recursive residuals)
 _S_MEAN = _S_RSS + 1  # Rec-CUSUM: mean of the recursive residuals,
 _S_SCALE = _S_MEAN + 1  # 1 / (their sd * sqrt(m)),
 _S_CUM = _S_SCALE + 1  # their running sum,
@@ -453,40 +453,27 @@ def _rank_one_step(S, Xc, yc, w, i, k):
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
-def _fit_rss(S, Xc, yc, n_rows):
-    """Residual sum of squares of each lane's candidates under its coefficients."""
-    W = _LANES
-    K = LANE_REGRESSORS
-    for q in range(W):
-        S[_U(_S_RSS * W + q)] = 0.0
-    for i in range(n_rows):
-        x = i * K * W
-        for q in range(W):
-            fit = (Xc[_U(x + q)] * S[_U(36 * W + q)] + Xc[_U(x + W + q)] * S[_U(37 * W + q)]
-                   + Xc[_U(x + 2 * W + q)] * S[_U(38 * W + q)] + Xc[_U(x + 3 * W + q)] * S[_U(39 * W + q)]
-                   + Xc[_U(x + 4 * W + q)] * S[_U(40 * W + q)] + Xc[_U(x + 5 * W + q)] * S[_U(41 * W + q)]
-                   + Xc[_U(x + 6 * W + q)] * S[_U(42 * W + q)] + Xc[_U(x + 7 * W + q)] * S[_U(43 * W + q)])
-            e = yc[_U(i * W + q)] - fit
-            S[_U(_S_RSS * W + q)] += e * e if i < S[_U(_S_COUNT * W + q)] else 0.0
-
-
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
 def _rec_cusum_lanes(S, w, k):
     """Rec-CUSUM of each lane's ``m = count - k`` recursive residuals: its max statistic
     and first (1-based) crossing of the alpha = 0.05 boundary (-1: none), the arithmetic
-    of :func:`_roc_start` over all lanes."""
+    of :func:`_roc_start` over all lanes; and, in the same pass as their mean, the
+    residual sum of squares of the full fit (the sum of the squared recursive residuals,
+    an identity of the recursion) for the perfect-fit check."""
     W = _LANES
     m_max = 0.0
     for q in range(W):
         m_max = max(m_max, S[_U(_S_COUNT * W + q)] - k)
         S[_U(_S_MEAN * W + q)] = 0.0
+        S[_U(_S_RSS * W + q)] = 0.0
         S[_U(_S_SCALE * W + q)] = 0.0  # the sum of squares first
         S[_U(_S_CUM * W + q)] = 0.0
         S[_U(_S_STAT * W + q)] = 0.0
         S[_U(_S_FIRST * W + q)] = -1.0
     for j in range(int(m_max)):
         for q in range(W):
-            S[_U(_S_MEAN * W + q)] += w[_U(j * W + q)] if j < S[_U(_S_COUNT * W + q)] - k else 0.0
+            e = w[_U(j * W + q)] if j < S[_U(_S_COUNT * W + q)] - k else 0.0
+            S[_U(_S_MEAN * W + q)] += e
+            S[_U(_S_RSS * W + q)] += e * e
     for q in range(W):
         S[_U(_S_MEAN * W + q)] /= max(S[_U(_S_COUNT * W + q)] - k, 1.0)
     for j in range(int(m_max)):
@@ -537,7 +524,6 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
             if i == k:  # the rows the refresh needs
                 _add_eight_rows(S, Xc, yc, k, 2 * k, k)
         _rank_one_step(S, Xc, yc, w, i, k)
-    _fit_rss(S, Xc, yc, n_max)
     _rec_cusum_lanes(S, w, k)
     for q in range(width):
         n = int(S[_U(_S_COUNT * W + q)])
