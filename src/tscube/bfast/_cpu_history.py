@@ -28,6 +28,10 @@ from numba import njit, prange
 
 from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, qr_fit_in_order,
                               recursive_residuals, rss_triangle)
+from ._cpu_lane_inverse import inverse_lanes
+from ._cpu_lane_layout import (
+    LANE_REGRESSORS, _LANES, _PACKED, _S_P, _S_BETA, _S_G, _S_RHS, _S_TAKE, _S_FULL, _S_ALONE, _S_COUNT, _S_YMAX, _S_RSS, _S_MEAN, _S_SCALE, _S_CUM, _S_STAT, _S_FIRST, _S_OK, _S_PNEW, _S_BNEW, _S_ROWS, _U,
+)
 from ._cpu_series import compact_valid, load_tile, tile_buffer
 from .history import ROC_LAMBDA_05
 from .ols import ALIAS_PIVOT_TOL
@@ -154,45 +158,10 @@ def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
 # rank deficient at an exact solve (rare: e.g. dates a whole number of years apart) is
 # left to the per-pixel loop, which drops aliased columns in order as R does.
 #
-# Layout: flat arrays with a compile-time row length of ``_LANES``, so that LLVM sees
-# constant distances between the rows it loads and stores and vectorises the lane loops
-# (with runtime row strides it would need a runtime alias check per pair of rows, and
-# gives up), indexed by unsigned integers (a signed index gets numba's negative-index
-# wraparound, which turns every vector load and store into a gather or scatter). Per-lane
-# state ``S`` has one row per quantity (the ``_S_*`` offsets); symmetric k x k matrices
-# are packed lower triangles, element ``a (a + 1) / 2 + b``.
+# Layout: :mod:`tscube.bfast._cpu_lane_layout`; the exact solve is written out for eight
+# regressors in :mod:`tscube.bfast._cpu_lane_inverse`.
 
-#: Regressors of the lane kernel: the design padded with zero columns to 8 (a zero column
-#: adds exact zeros everywhere); designs with more regressors use the loop above.
-LANE_REGRESSORS = 8
-_LANES = 64  # pixels per block of the lane kernel
-_PACKED = LANE_REGRESSORS * (LANE_REGRESSORS + 1) // 2
-_S_P = 0  # (X'X)^{-1}, packed
-_S_BETA = _S_P + _PACKED  # coefficients (rows 36..43, written out in _rank_one_step)
-_S_G = _S_BETA + LANE_REGRESSORS  # Gram of the rows an exact solve needs, packed
-_S_RHS = _S_G + _PACKED  # their X'y
-_S_TAKE = _S_RHS + LANE_REGRESSORS  # weights (1.0 or 0.0) of the rows added to the Gram
-_S_FULL = _S_TAKE + LANE_REGRESSORS  # 1.0: the lane's fit has full rank (rank-one updates)
-_S_ALONE = _S_FULL + 1  # 1.0: rank deficient at an exact solve: the lane is done alone
-_S_COUNT = _S_ALONE + 1  # number of candidates
-_S_YMAX = _S_COUNT + 1  # max |y| over them
-_S_RSS = _S_YMAX + 1  # residual sum of squares of their fit (sum of the squared recursive residuals)
-_S_MEAN = _S_RSS + 1  # Rec-CUSUM: mean of the recursive residuals,
-_S_SCALE = _S_MEAN + 1  # 1 / (their sd * sqrt(m)),
-_S_CUM = _S_SCALE + 1  # their running sum,
-_S_STAT = _S_CUM + 1  # the max statistic
-_S_FIRST = _S_STAT + 1  # and the first boundary crossing (-1: none)
-_S_OK = _S_FIRST + 1  # the lane-parallel exact solve: 1.0 where no pivot failed,
-_S_D = _S_OK + 1  # 1 / sqrt of the Gram's diagonal,
-_S_L = _S_D + LANE_REGRESSORS  # Cholesky factor of the equilibrated Gram, packed,
-_S_RL = _S_L + _PACKED  # 1 / its diagonal,
-_S_Z = _S_RL + LANE_REGRESSORS  # a column of its inverse (forward, then backward substitution),
-_S_TMP = _S_Z + LANE_REGRESSORS  # a running sum,
-_S_PNEW = _S_TMP + 1  # the new (X'X)^{-1}, packed,
-_S_BNEW = _S_PNEW + _PACKED  # and coefficients
-_S_ROWS = _S_BNEW + LANE_REGRESSORS
 _FAST = {"contract"}
-_U = np.uint64  # unsigned indices: no negative-index wraparound, so contiguous vector loads
 
 
 @njit(cache=True, error_model="numpy")
@@ -239,86 +208,13 @@ def _gather_design(X8, rows, n_rows, Xc):
                 Xc[x + _U(b * W)] = flat[r + _U(b)]
 
 
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
-def _inverse_lanes(S, k):
-    """The exact solve of the normal equations, all lanes at once: the
-    equilibrated Cholesky factor of each lane's Gram, the lower triangle of its inverse
-    column by column (the same substitutions, divisions as products with reciprocals),
-    and the coefficients, into the ``_S_PNEW`` and ``_S_BNEW`` rows; ``_S_OK`` = 0.0 where
-    a pivot says a column is aliased (those lanes leave for the per-pixel loop)."""
-    W = _LANES
-    for q in range(W):
-        S[_U(_S_OK * W + q)] = 1.0
-    for a in range(k):
-        for q in range(W):
-            g = S[_U((_S_G + a * (a + 1) // 2 + a) * W + q)]
-            bad = not g > 0.0
-            S[_U(_S_OK * W + q)] = 0.0 if bad else S[_U(_S_OK * W + q)]
-            S[_U((_S_D + a) * W + q)] = 1.0 if bad else 1.0 / math.sqrt(g)
-    for a in range(k):
-        ia = a * (a + 1) // 2
-        for c in range(a):
-            ic = c * (c + 1) // 2
-            for q in range(W):
-                S[_U(_S_TMP * W + q)] = S[_U((_S_G + ia + c) * W + q)] * (S[_U((_S_D + a) * W + q)] * S[_U((_S_D + c) * W + q)])
-            for m in range(c):
-                for q in range(W):
-                    S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + m) * W + q)] * S[_U((_S_L + ic + m) * W + q)]
-            for q in range(W):
-                S[_U((_S_L + ia + c) * W + q)] = S[_U(_S_TMP * W + q)] * S[_U((_S_RL + c) * W + q)]
-        for q in range(W):
-            S[_U(_S_TMP * W + q)] = 1.0
-        for c in range(a):
-            for q in range(W):
-                S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + c) * W + q)] * S[_U((_S_L + ia + c) * W + q)]
-        for q in range(W):
-            pivot = S[_U(_S_TMP * W + q)]
-            bad = pivot < ALIAS_PIVOT_TOL
-            S[_U(_S_OK * W + q)] = 0.0 if bad else S[_U(_S_OK * W + q)]
-            root = 1.0 if bad else math.sqrt(pivot)
-            S[_U((_S_L + ia + a) * W + q)] = root
-            S[_U((_S_RL + a) * W + q)] = 1.0 / root
-    for b in range(k):  # column b of the inverse, rows b..k-1
-        for q in range(W):
-            S[_U((_S_Z + b) * W + q)] = S[_U((_S_RL + b) * W + q)]
-        for a in range(b + 1, k):
-            ia = a * (a + 1) // 2
-            for q in range(W):
-                S[_U(_S_TMP * W + q)] = 0.0
-            for m in range(b, a):
-                for q in range(W):
-                    S[_U(_S_TMP * W + q)] -= S[_U((_S_L + ia + m) * W + q)] * S[_U((_S_Z + m) * W + q)]
-            for q in range(W):
-                S[_U((_S_Z + a) * W + q)] = S[_U(_S_TMP * W + q)] * S[_U((_S_RL + a) * W + q)]
-        for a in range(k - 1, b - 1, -1):
-            for m in range(a + 1, k):
-                im = m * (m + 1) // 2
-                for q in range(W):
-                    S[_U((_S_Z + a) * W + q)] -= S[_U((_S_L + im + a) * W + q)] * S[_U((_S_Z + m) * W + q)]
-            for q in range(W):
-                S[_U((_S_Z + a) * W + q)] *= S[_U((_S_RL + a) * W + q)]
-        for a in range(b, k):
-            for q in range(W):
-                S[_U((_S_PNEW + a * (a + 1) // 2 + b) * W + q)] = (
-                    S[_U((_S_Z + a) * W + q)] * (S[_U((_S_D + a) * W + q)] * S[_U((_S_D + b) * W + q)]))
-    for a in range(k):
-        for q in range(W):
-            S[_U(_S_TMP * W + q)] = 0.0
-        for b in range(k):
-            ab = a * (a + 1) // 2 + b if b <= a else b * (b + 1) // 2 + a
-            for q in range(W):
-                S[_U(_S_TMP * W + q)] += S[_U((_S_PNEW + ab) * W + q)] * S[_U((_S_RHS + b) * W + q)]
-        for q in range(W):
-            S[_U((_S_BNEW + a) * W + q)] = S[_U(_S_TMP * W + q)]
-
-
 @njit(cache=True, error_model="numpy")
 def _exact_solves(S, i, k, width):
     """The exact solves of step ``i`` (the first fit, on ``k`` rows, and its refresh at
     2k), lane-parallel, taken by every lane that has row ``i``; a lane where a pivot says
     a column is aliased leaves the lanes for the per-pixel loop (R's in-order aliasing)."""
     W = _LANES
-    _inverse_lanes(S, k)
+    inverse_lanes(S, k)
     for q in range(width):
         if not (i < S[_U(_S_COUNT * W + q)] and S[_U(_S_ALONE * W + q)] == 0.0):
             continue
