@@ -817,11 +817,38 @@ def _block_loess_masked(vals, mask, wmask, row0, stride, n_full, deg, jump, exte
             # 1/2); Fortran: 0 at r > 0.999h, 1 at r <= 0.001h
             acc[_CUT, b] = h - 0.5 if stlplus else 0.999 * h
             acc[_FULL, b] = -1.0 if stlplus else 0.001 * h
-        for t in range(nb_span[k, 0], nb_span[k, 1] + 1):
+        t = nb_span[k, 0]
+        t_stop = nb_span[k, 1] + 1
+        if deg <= 1:  # in the unscaled offset d: rescaled below
+            # four rows per pass over the accumulators: their loads and stores, not the
+            # arithmetic, bound a row-by-row pass (the sums keep the order of the rows)
+            while t + 4 <= t_stop:
+                row = row0 + (t - 1) * stride
+                d0 = float(t - m)
+                d1 = d0 + 1.0
+                d2 = d0 + 2.0
+                d3 = d0 + 3.0
+                r0, r1, r2, r3 = abs(d0), abs(d1), abs(d2), abs(d3)
+                for b in range(width):
+                    inv_h, cut, full = acc[_INV_H, b], acc[_CUT, b], acc[_FULL, b]
+                    w0 = _masked_weight(r0, inv_h, cut, full, wmask[row, b])
+                    w1 = _masked_weight(r1, inv_h, cut, full, wmask[row + stride, b])
+                    w2 = _masked_weight(r2, inv_h, cut, full, wmask[row + 2 * stride, b])
+                    w3 = _masked_weight(r3, inv_h, cut, full, wmask[row + 3 * stride, b])
+                    y0, y1 = vals[row, b], vals[row + stride, b]
+                    y2, y3 = vals[row + 2 * stride, b], vals[row + 3 * stride, b]
+                    wd0, wd1, wd2, wd3 = w0 * d0, w1 * d1, w2 * d2, w3 * d3
+                    acc[_S0, b] = acc[_S0, b] + w0 + w1 + w2 + w3
+                    acc[_S1, b] = acc[_S1, b] + wd0 + wd1 + wd2 + wd3
+                    acc[_S2, b] = acc[_S2, b] + wd0 * d0 + wd1 * d1 + wd2 * d2 + wd3 * d3
+                    acc[_T0, b] = acc[_T0, b] + w0 * y0 + w1 * y1 + w2 * y2 + w3 * y3
+                    acc[_T1, b] = acc[_T1, b] + wd0 * y0 + wd1 * y1 + wd2 * y2 + wd3 * y3
+                t += 4
+        for t in range(t, t_stop):
             row = row0 + (t - 1) * stride
             d = float(t - m)
             r = abs(d)
-            if deg <= 1:  # in the unscaled offset d: rescaled below
+            if deg <= 1:
                 for b in range(width):
                     wt = _masked_weight(r, acc[_INV_H, b], acc[_CUT, b], acc[_FULL, b],
                                         wmask[row, b])
