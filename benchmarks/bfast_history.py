@@ -62,5 +62,6 @@ def main() -> None:
                 **machine,
             )), flush=True)
 
+
 if __name__ == "__main__":
     main()

@@ -179,6 +179,28 @@ def test_cpu_roc_lanes_equal_reference(nan_fraction):
         assert np.all(cpu.n_history[0, 0, :6] < 150)  # the shifts were cut off
 
 
+@pytest.mark.parametrize("nan_fraction", [0.5, 0.9])
+def test_cpu_roc_lanes_exact_fits_with_gaps_equal_reference(nan_fraction):
+    """Constant and exact season-trend pixels under cloud masks (128 pixels: two blocks of
+    lanes): an exact fit has nothing to test, as in the reference. The recursion's first
+    solves on unevenly spaced rows carry rounding far above the perfect-fit threshold, so
+    the check needs the RSS of the final fit, not the sum of the squared recursive
+    residuals (which gave such pixels spurious history starts)."""
+    cube = make_cube("demo", shape=(8, 16), n_dates=300, n_history=250, nan_fraction=nan_fraction,
+                     noise=0.02, seed=4, dtype=np.float64)
+    years = np.arange(300) / 23.0
+    exact = 0.3 + 0.02 * years + 0.1 * np.sin(2 * np.pi * years) - 0.05 * np.cos(4 * np.pi * years)
+    data = np.where(np.isnan(cube.data), np.nan, exact[:, None, None])
+    data[:, :4] = np.where(np.isnan(cube.data[:, :4]), np.nan, 0.7)  # constant
+    for order in (1, 2, 3):
+        kwargs = dict(data=data, dates=cube.dates, start=cube.dates[250], freq=23, order=order, history="ROC")
+        cpu = bfast_monitor(**kwargs, engine="cpu")
+        reference = bfast_monitor(**kwargs, engine="reference")
+        np.testing.assert_array_equal(cpu.n_history, reference.n_history)
+        np.testing.assert_array_equal(cpu.history_start, reference.history_start)
+        np.testing.assert_array_equal(cpu.status, reference.status)
+
+
 def test_cpu_roc_lanes_aliased_starts_equal_reference():
     """Pixels whose latest history candidates are one date a year apart (equal harmonics:
     the reversed recursion starts rank deficient for many rows, solved in order per lane)."""

@@ -919,8 +919,9 @@ def _monitor_simd_kernel(
         Y = np.empty((T, block))
         E = np.empty((T, block))
         R = np.empty((4, block))
-        M = np.empty((T if per_pixel_history else 1, block))
-        Ym = np.empty((T if per_pixel_history else 1, block))
+        masked_copy = per_pixel_history and order.shape[0] > 1  # one start: cleared in place
+        M = np.empty((T if masked_copy else 1, block))
+        Ym = np.empty((T if masked_copy else 1, block))
         Gacc = np.empty((nf, block))
         xyacc = np.empty((k, block))
         Gf = np.empty((nf, block))

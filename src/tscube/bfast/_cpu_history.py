@@ -34,7 +34,6 @@ from ._cpu_lane_layout import (
 )
 from ._cpu_series import compact_valid, load_tile, tile_buffer
 from .history import ROC_LAMBDA_05
-from .ols import ALIAS_PIVOT_TOL
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 
 
@@ -349,27 +348,43 @@ def _rank_one_step(S, Xc, yc, w, i, k):
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
+def _fit_rss(S, Xc, yc, n_rows):
+    """Residual sum of squares of each lane's candidates under its final coefficients, for
+    the perfect-fit check. (Not the sum of the squared recursive residuals, equal in exact
+    arithmetic: the first solves on unevenly spaced rows carry rounding far above the
+    check's threshold, and exact fits with gaps would be tested.)"""
+    W = _LANES
+    K = LANE_REGRESSORS
+    for q in range(W):
+        S[_U(_S_RSS * W + q)] = 0.0
+    for i in range(n_rows):
+        x = i * K * W
+        for q in range(W):
+            fit = (Xc[_U(x + q)] * S[_U(36 * W + q)] + Xc[_U(x + W + q)] * S[_U(37 * W + q)]
+                   + Xc[_U(x + 2 * W + q)] * S[_U(38 * W + q)] + Xc[_U(x + 3 * W + q)] * S[_U(39 * W + q)]
+                   + Xc[_U(x + 4 * W + q)] * S[_U(40 * W + q)] + Xc[_U(x + 5 * W + q)] * S[_U(41 * W + q)]
+                   + Xc[_U(x + 6 * W + q)] * S[_U(42 * W + q)] + Xc[_U(x + 7 * W + q)] * S[_U(43 * W + q)])
+            e = yc[_U(i * W + q)] - fit
+            S[_U(_S_RSS * W + q)] += e * e if i < S[_U(_S_COUNT * W + q)] else 0.0
+
+
+@njit(cache=True, fastmath=_FAST, error_model="numpy")
 def _rec_cusum_lanes(S, w, k):
     """Rec-CUSUM of each lane's ``m = count - k`` recursive residuals: its max statistic
     and first (1-based) crossing of the alpha = 0.05 boundary (-1: none), the arithmetic
-    of :func:`_roc_start` over all lanes; and, in the same pass as their mean, the
-    residual sum of squares of the full fit (the sum of the squared recursive residuals,
-    an identity of the recursion) for the perfect-fit check."""
+    of :func:`_roc_start` over all lanes."""
     W = _LANES
     m_max = 0.0
     for q in range(W):
         m_max = max(m_max, S[_U(_S_COUNT * W + q)] - k)
         S[_U(_S_MEAN * W + q)] = 0.0
-        S[_U(_S_RSS * W + q)] = 0.0
         S[_U(_S_SCALE * W + q)] = 0.0  # the sum of squares first
         S[_U(_S_CUM * W + q)] = 0.0
         S[_U(_S_STAT * W + q)] = 0.0
         S[_U(_S_FIRST * W + q)] = -1.0
     for j in range(int(m_max)):
         for q in range(W):
-            e = w[_U(j * W + q)] if j < S[_U(_S_COUNT * W + q)] - k else 0.0
-            S[_U(_S_MEAN * W + q)] += e
-            S[_U(_S_RSS * W + q)] += e * e
+            S[_U(_S_MEAN * W + q)] += w[_U(j * W + q)] if j < S[_U(_S_COUNT * W + q)] - k else 0.0
     for q in range(W):
         S[_U(_S_MEAN * W + q)] /= max(S[_U(_S_COUNT * W + q)] - k, 1.0)
     for j in range(int(m_max)):
@@ -420,6 +435,7 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
             if i == k:  # the rows the refresh needs
                 _add_eight_rows(S, Xc, yc, k, 2 * k, k)
         _rank_one_step(S, Xc, yc, w, i, k)
+    _fit_rss(S, Xc, yc, n_max)
     _rec_cusum_lanes(S, w, k)
     for q in range(width):
         n = int(S[_U(_S_COUNT * W + q)])

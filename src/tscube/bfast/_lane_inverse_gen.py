@@ -5,8 +5,9 @@ coefficients) of up to eight regressors, for every pixel of a block at once. Wri
 loops over the matrix entries, every operation of it is a load and a store of the lanes'
 buffer per multiply-add; written out for eight regressors, each lane's factor and inverse
 stay in registers and the loop over the lanes is one straight vectorised body (about 5x
-faster). Smaller designs are padded with identity columns, which leaves the other
-entries bit for bit what the loops give (the padded terms are exact zeros).
+faster). Smaller designs are padded with identity columns, whose terms are exact zeros
+added after the real ones. The values equal the loops' to rounding (1-2 ulp: written out,
+other products get fused into multiply-adds).
 
     python -m tscube.bfast._lane_inverse_gen  # rewrites _cpu_lane_inverse.py
 """
