@@ -6,8 +6,9 @@ of the history, an equilibrated Cholesky solve (singular designs flagged), resid
 sigma, the OLS-MOSUM process by a running window sum over the valid observations
 (OLS-CUSUM: a running sum from the history start), its boundary, the first crossing, the
 median monitoring residual (selection, not a sort) and the mean of the process. With
-season dummies a history must also hold every cycle position (a bit mask per pixel). Three formulations (``config.CPU_BFAST_GRAM``), recorded side
-by side by ``benchmarks/bfast_monitor.py``; :data:`DEFAULT_GRAM` is the fastest there:
+season dummies a history must also hold every cycle position (a bit mask per pixel).
+Three formulations (``config.CPU_BFAST_GRAM``), recorded side by side by
+``benchmarks/bfast_monitor.py``; :data:`DEFAULT_GRAM` is the fastest there:
 
 - ``"simd"`` (default): each worker streams blocks of ``config.CPU_BLOCK_PIXELS`` pixels
   with the pixels as SIMD lanes. The block is read once, date by date as the cube is
@@ -207,6 +208,17 @@ def mirror_lower(G):
             G[a, c] = G[c, a]
 
 
+@njit(cache=True, inline="always")
+def process_bound(ratio, critval, cusum):
+    """Boundary of the monitoring process at ``ratio`` = t / n (t: 1-based position from
+    the history start, n: history size), as R's ``boundary``: OLS-CUSUM
+    ``sqrt(x (x - 1) (critval^2 + log(x / (x - 1))))``, OLS-MOSUM
+    ``critval sqrt(2 logPlus(x))`` (logPlus = 1 while x <= e)."""
+    if cusum:
+        return math.sqrt(ratio * (ratio - 1.0) * (critval * critval + math.log(ratio / (ratio - 1.0))))
+    return critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else critval * math.sqrt(2.0)
+
+
 @njit(cache=True)
 def _monitor_one(
     y, rows, nv, X, levels, all_levels, time, first_hist, begin, h, critval, cusum,
@@ -315,7 +327,6 @@ def _mosum_tail(
         return -1
     scale = 1.0 / (sigma * math.sqrt(n))
     flat_bound = critval * math.sqrt(2.0)  # MOSUM: logPlus(t / n) = 1 while t / n <= e
-    squared = critval * critval
     wsum = esum
     if not cusum:
         wsum = 0.0
@@ -339,11 +350,7 @@ def _mosum_tail(
         if size > biggest:
             biggest = size
         if want_process or (first < 0 and (cusum or size > flat_bound)):  # the log only when needed
-            ratio = (n + j + 1) / n
-            if cusum:
-                bound = math.sqrt(ratio * (ratio - 1.0) * (squared + math.log(ratio / (ratio - 1.0))))
-            else:
-                bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
+            bound = process_bound((n + j + 1) / n, critval, cusum)
             if first < 0 and size > bound:
                 first = j
             if want_process:

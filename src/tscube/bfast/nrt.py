@@ -45,7 +45,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..timeaxis import TIME_TOL, build_time_axis
-from ._cpu import _median, _solve_equilibrated, add_normal_row, mirror_lower
+from ._cpu import _median, _solve_equilibrated, add_normal_row, mirror_lower, process_bound
 from .design import build_design
 from .plan import PERFECT_FIT_RTOL, invalid_mask
 from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus
@@ -202,16 +202,9 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
             size = abs(value)
             if size > biggest:
                 biggest = size
-            ratio = (j + 1) / n  # t / n, t the 1-based position from the history start
-            if first >= 0:
+            if first >= 0 or not (cusum or size > flat_bound):  # the log only when needed
                 continue
-            if cusum:
-                bound = math.sqrt(ratio * (ratio - 1.0) * (critval * critval + math.log(ratio / (ratio - 1.0))))
-            elif size > flat_bound:
-                bound = critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else flat_bound
-            else:
-                continue
-            if size > bound:
+            if size > process_bound((j + 1) / n, critval, cusum):  # j + 1: t from the history start
                 first = index[i]
         n_monitor[p] = count
         window_sum[p] = wsum
@@ -363,20 +356,15 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
     """Whether the history selection of these pixels (all without monitoring data) is
     flagged (ROC_NO_CROSSING, BP_TOO_SHORT): the engines report it only for monitored
     pixels, so the cpu history kernel selects their histories once more."""
-    import dataclasses
-
     from . import _cpu_history
     from .history import ROC_LAMBDA_05
     from .plan import MonitorPlan
 
-    level = model["level"]
-    newer = {"process_type": model["type"]}  # fields of newer plans
     plan = MonitorPlan(axis=axis, design=design, starts=np.array([model["start"]]),
                        monitor_begin=np.array([begin], dtype=np.int64), history=model["history"], history_begin=0,
-                       h=model["h"], critval=model["critval"], level_roc=float(level[1]), roc_lambda=ROC_LAMBDA_05,
-                       nodata=model["nodata"], return_process=False,
-                       **{name: value for name, value in newer.items()
-                          if name in {field.name for field in dataclasses.fields(MonitorPlan)}})
+                       process_type=model["type"], h=model["h"], critval=model["critval"],
+                       level_roc=float(model["level"][1]), roc_lambda=ROC_LAMBDA_05, nodata=model["nodata"],
+                       return_process=False)
     _, flagged = _cpu_history.history_first(np.ascontiguousarray(values), plan)
     return flagged[0]
 
@@ -464,14 +452,11 @@ def state_result(state: dict, model: dict, dates) -> dict[str, np.ndarray]:
     out["magnitude"][with_fit] = state["magnitude"][with_fit]
     out["statistic"][monitored] = state["statistic"][monitored]
     out["mosum_mean"][monitored] = state["process_sum"][monitored] / n_monitor[monitored]
-    # outputs of newer results, where OUTPUT_DTYPES has them
-    if "rmse" in out:
-        n, k = state["n_history"][with_fit], state["coefficients"].shape[0]
-        out["rmse"][with_fit] = np.sqrt(state["sigma"][with_fit] ** 2 * (n - k) / n)
-    if "relative_magnitude" in out:
-        expected = state["fitted_sum"][with_fit] / n_monitor[with_fit]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out["relative_magnitude"][with_fit] = np.where(expected != 0, out["magnitude"][with_fit] / expected, np.nan)
+    n, k = state["n_history"][with_fit], state["coefficients"].shape[0]
+    out["rmse"][with_fit] = np.sqrt(state["sigma"][with_fit] ** 2 * (n - k) / n)
+    expected = state["fitted_sum"][with_fit] / n_monitor[with_fit]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["relative_magnitude"][with_fit] = np.where(expected != 0, out["magnitude"][with_fit] / expected, np.nan)
     return out
 
 
