@@ -102,6 +102,23 @@ def test_updates_equal_the_full_run(tmp_path, raw, fit_at, steps):
     assert again.exit_code == 0 and "up to date" in again.output
 
 
+def test_update_keeps_the_process_type(tmp_path, raw):
+    """``--type OLS-CUSUM`` with ``--update``: the state runs the CUSUM process (it was
+    dropped: the update's model did not take --type or --season), its updates equal the
+    full CUSUM run, and an update asking for the other process is refused."""
+    out = tmp_path / "alerts.zarr"
+    first = tscube(*update_args(grow(tmp_path, raw, 50), out, "--type", "OLS-CUSUM"))
+    assert first.exit_code == 0, first.output
+    result = tscube(*update_args(grow(tmp_path, raw, 64), out, "--type", "OLS-CUSUM"))
+    assert result.exit_code == 0, result.output
+    stored = _Stored(out)
+    assert stored.ds.attrs["type"] == "OLS-CUSUM"
+    full = bfast_monitor(raw, DATES, START, freq=23, history="ROC", nodata=NODATA, type="OLS-CUSUM", engine="cpu")
+    assert_equal_to_full_run(stored, full, raw, rtol=1e-10)
+    other = tscube(*update_args(grow(tmp_path, raw, 64), out))
+    assert other.exit_code != 0 and "type ('OLS-CUSUM' -> 'OLS-MOSUM')" in other.output
+
+
 def test_refusals_leave_the_state_alone(tmp_path, raw):
     out = tmp_path / "alerts.zarr"
     assert tscube(*update_args(grow(tmp_path, raw, 50), out)).exit_code == 0

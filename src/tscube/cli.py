@@ -488,11 +488,9 @@ def _monitor_update(input_path, output: Path, da, start: str, start_value, histo
         raise ValueError(f"--update keeps a monitoring state, which needs a .zarr output (got {output.name})")
     if process:
         raise ValueError("--process is not available with --update")
-    model = dict(freq=bfast.freq, history=history_value, order=bfast.order, h=bfast.h, level=bfast.level,
-                 end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata)
-    params = dict(start=start, freq=bfast.freq, history=bfast.history, order=bfast.order, h=bfast.h,
-                  level=bfast.level, end=bfast.end, trend=not bfast.no_trend, nodata=bfast.nodata, engine=engine,
-                  variable=bfast.variable, date_pattern=bfast.date_pattern)
+    model = dict(history=history_value, **bfast.model())
+    params = dict(start=start, history=bfast.history, **bfast.model(), engine=engine, variable=bfast.variable,
+                  date_pattern=bfast.date_pattern)
     if "stac_index" in da.attrs:
         params.update(stac.params())
     with dask_client(workers, scheduler) as client:

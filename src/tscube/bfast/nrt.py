@@ -500,8 +500,8 @@ def state_attrs(model: dict) -> dict:
 
     attrs = dict(tscube_function="bfast_monitor", tscube_state_version=STATE_VERSION,
                  tscube_state_model=json.dumps(model, sort_keys=True),
-                 **{key: model[key] for key in ("start", "order", "trend", "h", "level", "end", "critval", "history",
-                                                "freq", "engine", "regressors")})
+                 **{key: model[key] for key in ("start", "order", "trend", "season", "type", "h", "level", "end",
+                                                "critval", "history", "freq", "engine", "regressors")})
     return serialisable_attrs(attrs)
 
 
@@ -616,8 +616,8 @@ class BfastMonitor:
     order, trend, h, level, end, history, freq, nodata, engine
         As in :func:`tscube.bfast_monitor`; ``engine`` makes the fit, updates run on the cpu.
     **options
-        Further model options of :func:`tscube.bfast_monitor` (e.g. ``season``, ``type``
-        where it has them), saved with the state.
+        Further model options of :func:`tscube.bfast_monitor` (``season``, ``type``), saved
+        with the state.
 
     Attributes
     ----------
