@@ -82,8 +82,6 @@ _FITTED_CODES = np.array([int(s) for s in _FITTED], dtype=np.int8)
 
 #: Parameters of :func:`tscube.bfast_monitor` that define the model (saved with the state).
 MODEL_PARAMS = ("order", "trend", "h", "level", "end", "history", "freq", "nodata")
-#: Monitoring processes the update kernel runs.
-PROCESS_TYPES = ("OLS-MOSUM", "OLS-CUSUM")
 
 
 # --------------------------------------------------------------------------------------
@@ -315,8 +313,6 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     }
     options = sorted(key for key in params if key not in MODEL_PARAMS)
     model.update({key: params[key] for key in options}, options=options)
-    if model["type"] not in PROCESS_TYPES:
-        raise ValueError(f"a monitoring state runs the {' or '.join(PROCESS_TYPES)} process, not {model['type']!r}")
     Y, _, _ = _as_lanes(values, model["nodata"])
     n_pixels = Y.shape[1]
     k = design.k
