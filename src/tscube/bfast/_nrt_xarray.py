@@ -33,15 +33,16 @@ _CHECKED = ("start", "order", "trend", "season", "type", "h", "level", "end", "h
 _BYTES_PER_VALUE = 64.0
 
 
-def _probe(dates, start, engine, params) -> dict:
-    """The model of these options on these dates (one all-missing pixel: cheap, validates all)."""
-    _, model = nrt.fit_state(np.full((len(dates), 1), np.nan), dates, start, engine="reference", **params)
+def _probe(dates, start, engine, params) -> tuple[dict, dict]:
+    """The state of one all-missing pixel and the model of these options on these dates
+    (cheap; validates every option), with the engine that ``engine`` resolves to."""
+    state, model = nrt.fit_state(np.full((len(dates), 1), np.nan), dates, start, engine="reference", **params)
     if engine == "auto":
         from ..engines import auto_engine
 
         engine = auto_engine(0)
     model["engine"] = engine
-    return model
+    return state, model
 
 
 def _fit_block(series, *, dates, start, engine, params):
@@ -57,8 +58,7 @@ def nrt_fit_xarray(da, start, *, time_dim: str = "time", memory=None, engine: st
                                  time_coordinate)
 
     dates = nrt._normalise_dates(time_coordinate(da, time_dim))
-    model = _probe(dates, start, engine, params)
-    probe_state, _ = nrt.fit_state(np.full((len(dates), 1), np.nan), dates, start, engine="reference", **params)
+    probe_state, model = _probe(dates, start, engine, params)
     variables = nrt.state_variables(probe_state, model, dates, np.zeros(1, dtype=bool))
     specs = [OutputSpec(name, array.dtype, lead) for name, (lead, array) in variables.items()]
     sizes = {dim: probe_state[name].shape[0] for name, dim in nrt._STATE_DIMS.items()}
@@ -202,7 +202,7 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, ov
         with _quiet_zarr():
             stored = xr.open_zarr(output, consolidated=False, decode_coords="all")
         model, dates = nrt.model_from_attrs(stored.attrs), nrt._normalise_dates(stored["date"].values)
-        wanted = _probe(dates, start, engine, template_args)
+        _, wanted = _probe(dates, start, engine, template_args)
         differences = _model_differences(model, wanted)
         if differences:
             raise ValueError(f"{output.name} was fitted with other parameters: {'; '.join(differences)}. A changed "
