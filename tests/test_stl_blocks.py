@@ -111,6 +111,27 @@ def test_lanes_of_one_block_with_very_different_gaps_equal_reference():
                                        atol=1e-9, err_msg=f"{flavor} {name}")
 
 
+def test_weight_one_rule_of_wide_neighbourhoods_equals_reference():
+    """Neighbourhoods with h >= 1000, where Fortran's weight 1 up to 0.001 h acts on
+    integer distances >= 1, take the masked loess' row-by-row loop (the others its
+    four-row pass without that rule): a gappy block with such a trend window equals the
+    reference. (The rule itself moves a weight by < 3e-9 of it, below what the
+    comparison can see.)"""
+    n_times, period = 2300, 23
+    rng = np.random.default_rng(8)
+    t = np.arange(n_times)[:, None]
+    cube = 2 + 1e-3 * t + np.sin(2 * np.pi * t / period + rng.uniform(0, 6, 5)) + 0.1 * rng.standard_normal((n_times, 5))
+    cube[rng.random(cube.shape) < 0.3] = np.nan
+    cube[: n_times // 2, 4] = np.nan  # a lane whose trend window widens past 1000
+    kw = dict(seasonal=7, trend=2101, trend_jump=150, low_pass_jump=50, robust=True, outer_iter=1)
+    ref = stl(cube, period, engine="reference", **kw)
+    cpu = stl(cube, period, engine="cpu", **kw)
+    np.testing.assert_array_equal(cpu.status, ref.status)
+    assert (ref.status == StlStatus.OK).all()
+    for name in ("seasonal", "trend", "weights"):
+        np.testing.assert_allclose(getattr(cpu, name), getattr(ref, name), rtol=0, atol=1e-9, err_msg=name)
+
+
 @pytest.mark.parametrize("flavor", ["statsmodels", "stlplus"])
 def test_lane_neighbourhoods_equal_per_point_search(flavor):
     rng = np.random.default_rng(7)

@@ -67,3 +67,36 @@ def test_series_rows_reads_big_endian_data():
     expected = values.astype(np.float64)
     expected[1, 2] = np.nan
     np.testing.assert_array_equal(series_rows(values, -3000), expected.T)
+
+
+@pytest.mark.parametrize("dtype, nodata", [(np.float32, None), (np.int16, -3000), (np.float64, np.inf),
+                                           (np.uint8, 3.5), (np.float16, 0.5), (">i2", -3000)])
+def test_cpu_time_first_path_equals_the_rows_path(dtype, nodata):
+    """The cpu engine reads the time-first data and writes the components in place; the
+    reference goes through series rows and :func:`finish`: same missing values (nodata,
+    inf, NaN, big-endian data, float16), statuses, components, summaries and dtypes."""
+    from tscube.stl import stl
+
+    rng = np.random.default_rng(4)
+    n_times, period, n_series = 61, 6, 45  # a full block and a short one
+    t = np.arange(n_times)[:, None]
+    values = 100 + 20 * np.sin(2 * np.pi * t / period + rng.uniform(0, 6, n_series)) + rng.uniform(0, 9, (n_times, n_series))
+    values = values.astype(dtype)
+    marker = np.nan if nodata is None else nodata
+    with np.errstate(invalid="ignore"):
+        cast = np.asarray(marker).astype(values.dtype)
+    representable = bool(cast == marker or (np.isnan(marker) and np.isnan(cast)))  # not 3.5 in uint8
+    if representable:
+        values[rng.random(values.shape) < 0.2] = marker
+        values[:, 3] = marker  # an all-missing series
+    if values.dtype.kind == "f":
+        values[0, :3] = [np.nan, np.inf, -np.inf]
+    cpu = stl(values, period, nodata=nodata, engine="cpu", robust=True)
+    ref = stl(values, period, nodata=nodata, engine="reference", robust=True)
+    np.testing.assert_array_equal(cpu.status, ref.status)
+    assert (cpu.status != 0).sum() == representable
+    for name in ("seasonal", "trend", "remainder", "weights", "trend_slope", "seasonal_amplitude"):
+        got, want = getattr(cpu, name), getattr(ref, name)
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
+        np.testing.assert_allclose(got, want, rtol=1e-5 if got.dtype == np.float32 else 1e-10, atol=1e-9, err_msg=name)

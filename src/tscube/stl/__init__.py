@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._layout import finish, series_rows
+from ._layout import decompose_via_rows
 from ._params import StlParams, resolve_params
 from ._status import StlStatus
 
@@ -218,21 +218,22 @@ def stl(data, period, *, seasonal=7, trend=None, low_pass=None, seasonal_deg=1, 
                             robust, inner_iter, outer_iter, flavor)
     times = (np.arange(n_times, dtype=np.float64) if dates is None
              else _decimal_years(dates, n_times))
-    series = series_rows(values.reshape(n_times, -1), nodata)  # (n, T) float64, NaN = missing
+    values = values.reshape(n_times, -1)
     if engine == "auto":
         from ..engines import auto_engine
 
-        engine = auto_engine(series.size)
-    if engine == "reference":
-        from . import _reference as backend
-    elif engine == "cuda":
-        from . import _cuda as backend
-    else:
-        from . import _cpu as backend
-    seasonal_c, trend_c, weights, status = backend.decompose(series, params)
+        engine = auto_engine(values.size)
+    if engine == "cpu":  # reads the time-first data and writes the outputs in place
+        from ._cpu import decompose_cube
 
-    (seasonal_t, trend_t, remainder_t, weights_t), slope, amplitude = finish(
-        series, seasonal_c, trend_c, weights, times, params.period, out_dtype)
+        outputs = decompose_cube(values, nodata, params, times, out_dtype)
+    else:
+        if engine == "reference":
+            from ._reference import decompose
+        else:
+            from ._cuda import decompose
+        outputs = decompose_via_rows(decompose, values, nodata, params, times, out_dtype)
+    (seasonal_t, trend_t, remainder_t, weights_t), slope, amplitude, status = outputs
 
     def to_cube(component):
         return component.reshape((n_times,) + pixel_shape)

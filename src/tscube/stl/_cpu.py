@@ -1,7 +1,9 @@
 """numba engine of :func:`tscube.stl`: parallel over series, same semantics as ``_reference``.
 
 Series are decomposed BLOCK at a time in a (time, series) layout, every loop over the
-block a SIMD loop across its series (lanes). Gap-free blocks with degrees <= 1 and
+block a SIMD loop across its series (lanes). A block of consecutive series is read from
+the time-first data a date at a time and its results written back the same way, so the
+cube is never copied series-major (``decompose_cube``). Gap-free blocks with degrees <= 1 and
 windows up to ``TABLE_MAX_WINDOW`` apply precomputed tables of tricube weights and
 equivalent kernels, shared read-only by all threads. Other blocks (gaps, degree 2,
 longer windows) give each lane its own valid mask and neighbourhoods: the radius of
@@ -23,6 +25,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ._layout import clean_value, kernel_values, series_summaries
 from ._params import STLPLUS_ZERO_WEIGHT, StlParams
 from ._status import StlStatus
 
@@ -784,13 +787,19 @@ _S0, _S1, _S2, _T0, _T1, _S3, _S4, _T2, _INV_H, _CUT, _FULL = range(11)
 
 
 @njit(cache=True, inline="always")
-def _masked_weight(r, inv_h, cut, full, w):
-    """Tricube weight of a point at distance r (0 beyond ``cut``, 1 up to ``full``)
-    times its mask/robustness weight ``w`` (selects, so the lane loop stays SIMD)."""
+def _cut_tricube(r, inv_h, cut):
+    """Tricube weight of a point at distance r, 0 beyond ``cut`` (a select, so that the
+    lane loop stays SIMD); 1 exactly at r = 0."""
     c = r * inv_h
     c = 1.0 - c * c * c
-    wt = c * c * c if r <= cut else 0.0
-    return (1.0 if r <= full else wt) * w
+    return c * c * c if r <= cut else 0.0
+
+
+@njit(cache=True, inline="always")
+def _masked_weight(r, inv_h, cut, full, w):
+    """Tricube weight of a point at distance r (0 beyond ``cut``, 1 up to ``full``)
+    times its mask/robustness weight ``w``."""
+    return (1.0 if r <= full else _cut_tricube(r, inv_h, cut)) * w
 
 
 @njit(cache=True, fastmath=_FAST, error_model="numpy")
@@ -817,9 +826,14 @@ def _block_loess_masked(vals, mask, wmask, row0, stride, n_full, deg, jump, exte
             # 1/2); Fortran: 0 at r > 0.999h, 1 at r <= 0.001h
             acc[_CUT, b] = h - 0.5 if stlplus else 0.999 * h
             acc[_FULL, b] = -1.0 if stlplus else 0.001 * h
+        # distances are integers and the tricube of 0 is 1: the weight-1 rule matters
+        # only where 0.001 h >= 1 (h >= 1000), left to the row-by-row loop below
+        fulls = False
+        for b in range(width):
+            fulls |= acc[_FULL, b] >= 1.0
         t = nb_span[k, 0]
         t_stop = nb_span[k, 1] + 1
-        if deg <= 1:  # in the unscaled offset d: rescaled below
+        if deg <= 1 and not fulls:  # in the unscaled offset d: rescaled below
             # four rows per pass over the accumulators: their loads and stores, not the
             # arithmetic, bound a row-by-row pass (the sums keep the order of the rows)
             while t + 4 <= t_stop:
@@ -830,11 +844,11 @@ def _block_loess_masked(vals, mask, wmask, row0, stride, n_full, deg, jump, exte
                 d3 = d0 + 3.0
                 r0, r1, r2, r3 = abs(d0), abs(d1), abs(d2), abs(d3)
                 for b in range(width):
-                    inv_h, cut, full = acc[_INV_H, b], acc[_CUT, b], acc[_FULL, b]
-                    w0 = _masked_weight(r0, inv_h, cut, full, wmask[row, b])
-                    w1 = _masked_weight(r1, inv_h, cut, full, wmask[row + stride, b])
-                    w2 = _masked_weight(r2, inv_h, cut, full, wmask[row + 2 * stride, b])
-                    w3 = _masked_weight(r3, inv_h, cut, full, wmask[row + 3 * stride, b])
+                    inv_h, cut = acc[_INV_H, b], acc[_CUT, b]
+                    w0 = _cut_tricube(r0, inv_h, cut) * wmask[row, b]
+                    w1 = _cut_tricube(r1, inv_h, cut) * wmask[row + stride, b]
+                    w2 = _cut_tricube(r2, inv_h, cut) * wmask[row + 2 * stride, b]
+                    w3 = _cut_tricube(r3, inv_h, cut) * wmask[row + 3 * stride, b]
                     y0, y1 = vals[row, b], vals[row + stride, b]
                     y2, y3 = vals[row + 2 * stride, b], vals[row + 3 * stride, b]
                     wd0, wd1, wd2, wd3 = w0 * d0, w1 * d1, w2 * d2, w3 * d3
@@ -922,10 +936,9 @@ def _neighbourhood_rows(prm):
 
 
 @njit(cache=True)
-def _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, nb_span,
-                  valid, xv, sub_xv, sub_start, sub_nv):
-    """Per lane of the block y (NaN where missing; lane b is the series row
-    ``data[lanes[b]]``): status, 0/1 valid ``mask``, missing values set to 0 in y; if
+def _block_status(y, prm, masked, low_masked, status, mask, nb_h, nb_span, valid, xv, sub_xv,
+                  sub_start, sub_nv):
+    """Per lane (column) of the block y (NaN where missing): status, 0/1 valid ``mask``, missing values set to 0 in y; if
     ``masked``, the neighbourhoods of every seasonal and trend evaluation, and of the
     low-pass' if ``low_masked`` (a lane whose status is not OK gets a dummy one and no
     share of the spans)."""
@@ -947,8 +960,8 @@ def _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, n
                 _lane_neighbourhoods(xv, 0, n, n, nl, nljump, no_, flavor, b, nb_h, nb_span,
                                      n_seasonal + n_trend)
     for b in range(width):
-        status[b], nv = _valid_positions(data[lanes[b]], n, p, isdeg, 0, flavor, valid, xv,
-                                         sub_xv, sub_start, sub_nv)
+        status[b], nv = _valid_positions(y[:, b], n, p, isdeg, 0, flavor, valid, xv, sub_xv,
+                                         sub_start, sub_nv)
         if not masked or status[b] != _OK:
             continue
         e0 = 0
@@ -994,11 +1007,11 @@ def _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, re
 
 
 @njit(cache=True)
-def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask,
+def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask,
                      wmask, ones, work_d, cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_span, lane_resid, counts, valid, xv, sub_xv, sub_start, sub_nv,
                      tables):
-    """``_decompose_one`` of the BLOCK series ``data[lanes]``, copied to the columns of y
-    (non-periodic fits).
+    """``_decompose_one`` of the BLOCK series in the columns of y (non-periodic fits; NaN
+    where missing, set to 0 on return).
     ``tabled``: the loess tables cover every window (degrees <= 1), used if the block
     has no gap; otherwise every loess is ``_block_loess_masked``, except the statsmodels
     low-pass (all dates, so gap-free) where ``low_tabled``."""
@@ -1012,8 +1025,8 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
             if not np.isfinite(y[i, b]):
                 masked = True
     low_masked = not low_tabled or flavor == _STLPLUS  # stlplus' low-pass skips the gaps
-    _block_status(data, lanes, y, prm, masked, low_masked, status, mask, nb_h, nb_span,
-                  valid, xv, sub_xv, sub_start, sub_nv)
+    _block_status(y, prm, masked, low_masked, status, mask, nb_h, nb_span, valid, xv, sub_xv,
+                  sub_start, sub_nv)
     n_seasonal, n_trend, _ = _neighbourhood_rows(prm)
     for i in range(n):
         for b in range(width):
@@ -1085,32 +1098,31 @@ def _decompose_block(data, lanes, y, prm, tabled, low_tabled, seasonal, trend, r
 
 
 @njit(parallel=True, cache=True)
-def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tables, tabled,
-                     low_tabled, order, n_blocked):
-    """STL of series ``order[k]``: the first ``n_blocked`` BLOCK at a time, the others
-    (periodic fits, very long series) one by one."""
-    n_series, n = data.shape
+def _decompose_batch(values, has_nodata, nodata, prm, centered_t, n_chunks, tables, tabled,
+                     low_tabled, n_blocked, out_s, out_t, out_r, out_w, slope, amplitude,
+                     status):
+    """STL of the series (columns) of the time-first data ``values`` (missing:
+    NaN, +-inf or ``nodata``), written time-first to ``out_s``, ``out_t``, ``out_r``
+    (remainder) and ``out_w`` (robustness weights), with each series' trend slope against
+    ``centered_t`` and seasonal amplitude: the first ``n_blocked`` BLOCK at a time, read
+    and written a date (row) at a time, the others (periodic fits, very long series) one
+    by one."""
+    n, n_series = values.shape
     p = prm[1]
     n_blocks = (n_blocked + BLOCK - 1) // BLOCK
     n_single = n_series - n_blocked
     n_seasonal, n_trend, n_low = _neighbourhood_rows(prm)
     n_nb = n_seasonal + n_trend + n_low
+    denominator = 0.0
+    for t in range(n):
+        denominator += centered_t[t] * centered_t[t]
     for c in prange(n_chunks):
         valid = np.empty(n, dtype=np.bool_)
         xv = np.empty(n, dtype=np.int64)
         sub_xv = np.empty(n, dtype=np.int64)
         sub_start = np.empty(p, dtype=np.int64)
         sub_nv = np.empty(p, dtype=np.int64)
-        work_d = np.empty(n + 2, dtype=np.float64)
-        cycle = np.empty(n + 2 * p, dtype=np.float64)
-        ma1 = np.empty(n + p + 1, dtype=np.float64)
-        ma2 = np.empty(n + 2, dtype=np.float64)
-        low = np.empty(n, dtype=np.float64)
-        fbuf = np.empty(n + 2, dtype=np.float64)
-        sbuf = np.empty(n + 2, dtype=np.float64)
-        resid = np.empty(n, dtype=np.float64)
-        sub_y = np.empty(n // p + 1, dtype=np.float64)
-        sub_w = np.empty(n // p + 1, dtype=np.float64)
+        cycle_means = np.empty(p)
         block_first = c * n_blocks // n_chunks
         block_stop = (c + 1) * n_blocks // n_chunks
         width = 0
@@ -1137,28 +1149,58 @@ def _decompose_batch(data, prm, seasonal, trend, weights, status, n_chunks, tabl
                 counts = np.empty(width, dtype=np.int64)
                 nb_h = np.empty((n_nb, width))
                 nb_span = np.empty((n_nb, 2), dtype=np.int64)
-            lanes = order[block * BLOCK:block * BLOCK + width]
-            for i in range(n):  # transposes: one pass over the rows, BLOCK streams
+            s0 = block * BLOCK
+            for i in range(n):  # one pass over the dates, BLOCK values of each
                 for b in range(width):
-                    y_b[i, b] = data[lanes[b], i]
-            _decompose_block(data, lanes, y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
+                    y_b[i, b] = clean_value(values[i, s0 + b], has_nodata, nodata)
+            _decompose_block(y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
                              status_b, mask_b, wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b,
                              low_b, fbuf_b, sbuf_b, acc, nb_h, nb_span, lane_resid,
                              counts, valid, xv, sub_xv, sub_start, sub_nv, tables)
-            for b in range(width):
-                status[lanes[b]] = status_b[b]
             for i in range(n):
                 for b in range(width):
-                    seasonal[lanes[b], i] = seasonal_b[i, b]
-                    trend[lanes[b], i] = trend_b[i, b]
-                    weights[lanes[b], i] = rw_b[i, b]
+                    lane = s0 + b
+                    fit_s, fit_t = seasonal_b[i, b], trend_b[i, b]
+                    out_s[i, lane] = fit_s
+                    out_t[i, lane] = fit_t
+                    # y_b is 0 where missing: the remainder is NaN there, as y - s - t
+                    out_r[i, lane] = y_b[i, b] - fit_s - fit_t if mask_b[i, b] > 0.0 else np.nan
+                    out_w[i, lane] = rw_b[i, b]
+            for b in range(width):
+                status[s0 + b] = status_b[b]
+                slope[s0 + b], amplitude[s0 + b] = series_summaries(
+                    trend_b[:, b], seasonal_b[:, b], centered_t, denominator, p, cycle_means)
         start = n_blocked + c * n_single // n_chunks
         stop = n_blocked + (c + 1) * n_single // n_chunks
-        for k in range(start, stop):
-            s = order[k]
-            status[s] = _decompose_one(data[s], prm, seasonal[s], trend[s], weights[s], valid,
-                                       xv, sub_xv, sub_start, sub_nv, work_d, cycle, ma1, ma2,
-                                       low, fbuf, sbuf, resid, tables, sub_y, sub_w)
+        if start == stop:
+            continue
+        y = np.empty(n)
+        seasonal = np.empty(n)
+        trend = np.empty(n)
+        rw = np.empty(n)
+        work_d = np.empty(n + 2, dtype=np.float64)
+        cycle = np.empty(n + 2 * p, dtype=np.float64)
+        ma1 = np.empty(n + p + 1, dtype=np.float64)
+        ma2 = np.empty(n + 2, dtype=np.float64)
+        low = np.empty(n, dtype=np.float64)
+        fbuf = np.empty(n + 2, dtype=np.float64)
+        sbuf = np.empty(n + 2, dtype=np.float64)
+        resid = np.empty(n, dtype=np.float64)
+        sub_y = np.empty(n // p + 1, dtype=np.float64)
+        sub_w = np.empty(n // p + 1, dtype=np.float64)
+        for lane in range(start, stop):
+            for i in range(n):
+                y[i] = clean_value(values[i, lane], has_nodata, nodata)
+            status[lane] = _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv,
+                                          sub_start, sub_nv, work_d, cycle, ma1, ma2, low,
+                                          fbuf, sbuf, resid, tables, sub_y, sub_w)
+            for i in range(n):
+                out_s[i, lane] = seasonal[i]
+                out_t[i, lane] = trend[i]
+                out_r[i, lane] = y[i] - seasonal[i] - trend[i]
+                out_w[i, lane] = rw[i]
+            slope[lane], amplitude[lane] = series_summaries(trend, seasonal, centered_t,
+                                                            denominator, p, cycle_means)
 
 
 def _tables(codes):
@@ -1202,30 +1244,39 @@ def param_codes(n: int, prm: StlParams) -> np.ndarray:
                      _STLPLUS if prm.flavor == "stlplus" else _STATSMODELS], dtype=np.int64)
 
 
-def decompose(data, prm: StlParams):
-    """cpu engine: ``data`` is ``(n_series, T)`` float64 with NaN for missing."""
-    n_series, n = data.shape
+def decompose_cube(values, nodata, prm: StlParams, times, out_dtype):
+    """cpu engine on time-first ``(T, n)`` data (any numeric dtype; missing: NaN, +-inf or
+    ``nodata``): ``(seasonal, trend, remainder, weights)`` time-first in ``out_dtype``,
+    the trend slopes against ``times``, the seasonal amplitudes and the statuses. Reads
+    the data and writes the outputs in place, BLOCK series and one date at a time: no
+    series-major copy of either."""
+    n, n_series = values.shape
+    values, has_nodata, marker = kernel_values(values, nodata)
     codes = param_codes(n, prm)
-    seasonal = np.empty((n_series, n))
-    trend = np.empty((n_series, n))
-    weights = np.empty((n_series, n))
+    outputs = [np.empty((n, n_series), out_dtype) for _ in range(4)]
+    slope = np.empty(n_series)
+    amplitude = np.empty(n_series)
     status = np.empty(n_series, dtype=np.int8)
     if n_series:
-        data = np.ascontiguousarray(data, dtype=np.float64)
         tables = _tables(codes)
         tabled = _tables_cover(codes, tables)
         low_tabled = _tables_cover(codes, tables, (2,))
-        order = np.arange(n_series)
         n_blocked = 0
-        if not codes[13] and 16 * n * BLOCK * 8 <= BLOCK_MAX_BYTES:  # else one by one
-            # gap-free series first (tabled blocks), then by decreasing number of valid
-            # values, so that a block's lanes have alike neighbourhoods
-            n_valid = np.isfinite(data).sum(axis=1)
-            order = np.argsort(-n_valid, kind="stable")
-            n_blocked = n_series
         n_chunks = min(n_series, 8 * numba.get_num_threads())
-        if n_blocked:  # a chunk allocates its block's arrays once: few, large chunks
+        if not codes[13] and 16 * n * BLOCK * 8 <= BLOCK_MAX_BYTES:  # else one by one
+            n_blocked = n_series
+            # a chunk allocates its block's arrays once: few, large chunks
             n_chunks = min((n_series + BLOCK - 1) // BLOCK, numba.get_num_threads())
-        _decompose_batch(data, codes, seasonal, trend, weights, status, n_chunks, tables,
-                         tabled, low_tabled, order, n_blocked)
-    return seasonal, trend, weights, status
+        centered = np.ascontiguousarray(times - times.mean(), dtype=np.float64)
+        _decompose_batch(values, has_nodata, marker, codes, centered, n_chunks, tables, tabled,
+                         low_tabled, n_blocked, *outputs, slope, amplitude, status)
+    return outputs, slope, amplitude, status
+
+
+def decompose(data, prm: StlParams):
+    """cpu engine on ``(n_series, T)`` float64 rows with NaN for missing: seasonal, trend
+    and weights as ``(n_series, T)`` arrays, and the statuses."""
+    n_series, n = data.shape
+    (seasonal, trend, _, weights), _, _, status = decompose_cube(
+        np.asarray(data, dtype=np.float64).T, None, prm, np.arange(n, dtype=np.float64), np.float64)
+    return seasonal.T, trend.T, weights.T, status

@@ -3,8 +3,10 @@ rows, in parallel (numba), with the missing-value cleaning and the per-series su
 
 Done with NumPy one array at a time, these copies and transposes took 85 % of an 8192 x
 828 cpu-engine call and most of a GPU call (measured on an H100: see docs/gpu.md). Here
-each is one pass over blocks of series (cache-sized tiles of the transpose), whatever
-the engine.
+each is one pass over blocks of series (cache-sized tiles of the transpose). The
+reference and cuda engines take this path (:func:`decompose_via_rows`); the cpu engine
+reads and writes the time-first arrays itself and shares only the cleaning of a value
+and the summaries of a series.
 """
 
 from __future__ import annotations
@@ -17,6 +19,15 @@ from numba import njit, prange
 TILE = 64
 
 
+@njit(cache=True, inline="always")
+def clean_value(raw, has_nodata, nodata):
+    """One value of the data as float64, NaN where missing (NaN, +-inf or ``nodata``)."""
+    value = np.float64(raw)
+    if (has_nodata and raw == nodata) or not np.isfinite(value):
+        value = np.nan
+    return value
+
+
 @njit(parallel=True, cache=True)
 def _rows(data, has_nodata, nodata, out):
     n_times, n_series = data.shape
@@ -25,18 +36,14 @@ def _rows(data, has_nodata, nodata, out):
         s1 = min(s0 + TILE, n_series)
         for t in range(n_times):
             for s in range(s0, s1):
-                raw = data[t, s]
-                value = np.float64(raw)
-                if (has_nodata and raw == nodata) or not np.isfinite(value):
-                    value = np.nan
-                out[s, t] = value
+                out[s, t] = clean_value(data[t, s], has_nodata, nodata)
 
 
-def series_rows(values: np.ndarray, nodata) -> np.ndarray:
-    """``(T, n)`` numeric data -> ``(n, T)`` float64 rows, NaN where missing (NaN, +-inf,
-    or equal to ``nodata`` compared in the data's dtype, as ``values == nodata``)."""
-    n_times, n_series = values.shape
-    out = np.empty((n_series, n_times))
+def kernel_values(values: np.ndarray, nodata):
+    """``(values, has_nodata, marker)`` for the kernels that read ``(T, n)`` data in place:
+    native byte order, a numba dtype (float16 and longdouble become float64 with NaN for
+    nodata), and ``nodata`` in the data's dtype (``has_nodata`` False where no value of
+    that dtype can equal it)."""
     if not values.dtype.isnative:  # big-endian data: swapped once, values unchanged
         values = values.astype(values.dtype.newbyteorder("="))
     if values.dtype.kind not in "iuf" or values.dtype.itemsize > 8 or values.dtype == np.float16:
@@ -45,7 +52,15 @@ def series_rows(values: np.ndarray, nodata) -> np.ndarray:
             converted[values == nodata] = np.nan
         values, nodata = converted, None
     has_nodata, marker = _nodata_in(values.dtype, nodata)
-    _rows(values, has_nodata, marker, out)
+    return values, has_nodata, marker
+
+
+def series_rows(values: np.ndarray, nodata) -> np.ndarray:
+    """``(T, n)`` numeric data -> ``(n, T)`` float64 rows, NaN where missing (NaN, +-inf,
+    or equal to ``nodata`` compared in the data's dtype, as ``values == nodata``)."""
+    n_times, n_series = values.shape
+    out = np.empty((n_series, n_times))
+    _rows(*kernel_values(values, nodata), out)
     return out
 
 
@@ -64,6 +79,37 @@ def _nodata_in(dtype, nodata):
     return False, np.zeros((), dtype)[()]
 
 
+@njit(cache=True)
+def series_summaries(trend, seasonal, centered_t, denominator, period, cycle):
+    """``(slope, amplitude)`` of one series: the OLS slope of its trend against the
+    centred times (``denominator``: their sum of squares) and the range of its mean
+    seasonal cycle (NaN if a cycle position is NaN, as np.max / np.min)."""
+    n_times = trend.shape[0]
+    mean = 0.0
+    for t in range(n_times):
+        mean += trend[t]
+    mean /= n_times
+    numerator = 0.0
+    for t in range(n_times):
+        numerator += (trend[t] - mean) * centered_t[t]
+    for j in range(period):
+        total = 0.0
+        count = 0
+        for t in range(j, n_times, period):
+            total += seasonal[t]
+            count += 1
+        cycle[j] = total / count
+    high = cycle[0]
+    low = cycle[0]
+    for j in range(period):
+        if np.isnan(cycle[j]):
+            high = low = np.nan
+            break
+        high = max(high, cycle[j])
+        low = min(low, cycle[j])
+    return numerator / denominator, high - low
+
+
 @njit(parallel=True, cache=True)
 def _finish(y, seasonal, trend, weights, centered_t, period, out_s, out_t, out_r, out_w,
             slope, amplitude):
@@ -76,30 +122,8 @@ def _finish(y, seasonal, trend, weights, centered_t, period, out_s, out_t, out_r
         s1 = min(s0 + TILE, n_series)
         cycle = np.empty(period)
         for s in range(s0, s1):
-            mean = 0.0
-            for t in range(n_times):
-                mean += trend[s, t]
-            mean /= n_times
-            numerator = 0.0
-            for t in range(n_times):
-                numerator += (trend[s, t] - mean) * centered_t[t]
-            slope[s] = numerator / denominator
-            for j in range(period):
-                total = 0.0
-                count = 0
-                for t in range(j, n_times, period):
-                    total += seasonal[s, t]
-                    count += 1
-                cycle[j] = total / count
-            high = cycle[0]
-            low = cycle[0]
-            for j in range(period):  # NaN propagates, as np.max / np.min
-                if np.isnan(cycle[j]):
-                    high = low = np.nan
-                    break
-                high = max(high, cycle[j])
-                low = min(low, cycle[j])
-            amplitude[s] = high - low
+            slope[s], amplitude[s] = series_summaries(trend[s], seasonal[s], centered_t,
+                                                      denominator, period, cycle)
         for t in range(n_times):
             for s in range(s0, s1):
                 out_s[t, s] = seasonal[s, t]
@@ -119,3 +143,14 @@ def finish(series, seasonal, trend, weights, times, period, out_dtype):
     centered = np.ascontiguousarray(times - times.mean(), dtype=np.float64)
     _finish(series, seasonal, trend, weights, centered, int(period), *outputs, slope, amplitude)
     return outputs, slope, amplitude
+
+
+def decompose_via_rows(decompose, values, nodata, prm, times, out_dtype):
+    """An engine's ``decompose`` of ``(n, T)`` series rows applied to ``(T, n)`` data:
+    the rows, the decomposition, then :func:`finish`. Returns ``(seasonal, trend,
+    remainder, weights)`` time-first in ``out_dtype``, the slopes, the amplitudes and the
+    statuses."""
+    series = series_rows(values, nodata)
+    seasonal, trend, weights, status = decompose(series, prm)
+    outputs, slope, amplitude = finish(series, seasonal, trend, weights, times, prm.period, out_dtype)
+    return outputs, slope, amplitude, status
