@@ -251,3 +251,25 @@ def test_lane_inverse_is_generated_and_solves_every_k():
         np.testing.assert_array_equal(P[good][:, k:, k:], np.eye(8 - k)[None].repeat(good.sum(), 0))
         np.testing.assert_allclose(beta[good][:, :k], np.linalg.solve(G[good][:, :k, :k], rhs[good][:, :k, None])[..., 0], rtol=1e-8, atol=1e-12)
         assert np.all(beta[good][:, k:] == 0.0)
+
+
+def test_bp_pixels_with_shared_valid_dates_equal_each_pixel_alone():
+    """BP's triangles share their rows-only part between pixels in a row with the same
+    valid dates (gap-free, under one cloud mask), for each of several starts: the same
+    history starts and flags as each pixel alone."""
+    rng = np.random.default_rng(11)
+    cube, data = _cube_with_history_break(seed=8, nan_fraction=0.0)
+    data = np.concatenate([data.reshape(180, -1)] * 4, axis=1)  # 48 pixels
+    data += rng.normal(0, 0.02, data.shape)
+    data[60:, ::3] -= 0.4  # some pixels without the shift
+    clouds = rng.random(180) < 0.25
+    data[:, 20:34][clouds] = np.nan
+    own = data[:, 40:46]
+    own[rng.random(own.shape) < 0.25] = np.nan
+    starts = [cube.time[140], cube.start]
+    together = bfast_monitor(data, cube.dates, starts, freq=23, history="BP")
+    assert len(np.unique(together.history_start)) > 2
+    for p in range(data.shape[1]):
+        alone = bfast_monitor(data[:, p:p + 1], cube.dates, starts, freq=23, history="BP")
+        np.testing.assert_array_equal(together.history_start[..., p], alone.history_start[..., 0], err_msg=str(p))
+        np.testing.assert_array_equal(together.status[..., p], alone.status[..., 0], err_msg=str(p))

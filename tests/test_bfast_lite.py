@@ -283,3 +283,42 @@ def test_plots_show_every_break():
     n = int(result.n_breaks[0, 1])
     assert lines.count("break") == n and lines.count("fit") == n + 1
     assert fig.tscube_result.n_breaks[0] == n
+
+
+def _shared_mask_cube(seed):
+    """Pixels in runs that share their valid dates (gap-free, under one cloud mask, the
+    same mask again after a different pixel), pixels with their own gaps between them,
+    and an exact fit inside a run."""
+    data, t, _ = planted_cube(40, 150, 0.0, seed=seed)
+    rng = np.random.default_rng(seed)
+    clouds = rng.random(150) < 0.3
+    data[:, 12:24][clouds] = np.nan  # a run under one cloud mask
+    own = data[:, 24:30]
+    own[rng.random(own.shape) < 0.3] = np.nan  # each its own gaps
+    data[:, 31][clouds] = np.nan  # the run's mask once more, after a different pixel
+    data[:, 16] = np.where(clouds, np.nan, 0.4)  # an exact fit under the shared mask
+    return data, t
+
+
+@pytest.mark.parametrize("options", [dict(), dict(breaks="BIC", h=40, order=2)])
+def test_pixels_with_shared_valid_dates_equal_each_pixel_alone(options):
+    """Pixels in a row with the same valid dates share the rows-only part of the RSS
+    triangle (recorded by the second, replayed by the others): bit for bit what each
+    pixel gets alone, where nothing is shared."""
+    data, t = _shared_mask_cube(seed=5)
+    kwargs = dict(freq=23, criteria=True, engine="cpu", **options)
+    together = bfast_lite(data, t, **kwargs)
+    def pixel(array, p):  # pixels on axis 0 of 1-d outputs, else on axis 1
+        return array[p] if array.ndim == 1 else array[:, p]
+
+    for p in range(data.shape[1]):
+        alone = bfast_lite(data[:, p:p + 1], t, **kwargs)
+        for name in ("status", "n_breaks", "break_index", "break_time", "magnitudes", "coefficients", "rss",
+                     "bic", "lwz"):
+            got, want = pixel(getattr(together, name), p), pixel(getattr(alone, name), 0)
+            if got.ndim:  # a break (or segment, or m) axis padded to the cube's largest
+                rest = got[len(want):]
+                assert np.all(np.isnan(rest) if rest.dtype.kind == "f" else rest == -1), name
+                got = got[:len(want)]
+            np.testing.assert_array_equal(got, want, err_msg=f"{name} of pixel {p}")
+    assert (together.n_breaks > 0).sum() > 10 and together.status[16] == BfastLiteStatus.PERFECT_FIT

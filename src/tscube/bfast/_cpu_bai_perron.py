@@ -213,8 +213,9 @@ def first_rows_full_rank(X, rows, i, Q, S, L):
 
 
 @njit(cache=True)
-def _prefix_sums(X, rows, y, n, S, U, YY):
-    """Cumulative X'X, X'y and y'y of the compacted rows (y centred on its mean)."""
+def _prefix_sums(X, rows, y, n, S, U, YY, gram=True):
+    """Cumulative X'X (if ``gram``), X'y and y'y of the compacted rows (y centred on its
+    mean)."""
     k = X.shape[1]
     mean = 0.0
     for i in range(n):
@@ -222,28 +223,31 @@ def _prefix_sums(X, rows, y, n, S, U, YY):
     mean /= n
     for a in range(k):
         U[0, a] = 0.0
-        for b in range(k):
-            S[0, a, b] = 0.0
+        if gram:
+            for b in range(k):
+                S[0, a, b] = 0.0
     YY[0] = 0.0
     for i in range(n):
         r = rows[i]
         v = y[i] - mean
         for a in range(k):
             U[i + 1, a] = U[i, a] + X[r, a] * v
-            for b in range(k):
-                S[i + 1, a, b] = S[i, a, b] + X[r, a] * X[r, b]
+        if gram:
+            for a in range(k):
+                for b in range(k):
+                    S[i + 1, a, b] = S[i, a, b] + X[r, a] * X[r, b]
         YY[i + 1] = YY[i] + v * v
     return mean
 
 
 @njit(cache=True)
-def _fit_from_sums(S, U, YY, mean, i, j, beta, P, L):
-    """Least squares of compacted rows ``i..j-1`` from the prefix sums (Cholesky): the
-    coefficients and the inverse Gram in ``beta``, ``P``; returns the RSS, or -1 if the
-    Gram is too ill-conditioned for that (:data:`_SUMS_MIN_PIVOT`)."""
-    k = beta.shape[0]
+def _inverse_from_sums(S, i, j, P, L):
+    """``P`` = the inverse Gram of compacted rows ``i..j-1`` from the prefix sums
+    (Cholesky); False if the Gram is too ill-conditioned for that
+    (:data:`_SUMS_MIN_PIVOT`)."""
+    k = P.shape[0]
     if not _cholesky_of_sums(S, i, j, k, _SUMS_MIN_PIVOT, L):
-        return -1.0
+        return False
     # L^{-1} into P's lower triangle, column by column
     for c in range(k):
         for a in range(k):
@@ -265,6 +269,14 @@ def _fit_from_sums(S, U, YY, mean, i, j, beta, P, L):
         for b in range(a + 1):
             P[a, b] = L[a, b]
             P[b, a] = L[a, b]
+    return True
+
+
+@njit(cache=True)
+def _coefficients_from_sums(P, U, YY, mean, i, j, beta):
+    """Coefficients of compacted rows ``i..j-1`` into ``beta`` from their inverse Gram
+    ``P`` and the prefix sums; returns their RSS."""
+    k = beta.shape[0]
     rss = YY[j] - YY[i]
     for a in range(k):
         s = 0.0
@@ -277,12 +289,13 @@ def _fit_from_sums(S, U, YY, mean, i, j, beta, P, L):
 
 
 @njit(cache=True)
-def _update(X, rows, y, first, step, count, total, beta, P, Px, out):
+def _update(X, rows, y, first, step, count, total, beta, P, Px, out, steps, s0, record):
     """Sherman–Morrison updates of the fit ``beta``, ``P`` over ``count`` compacted rows
     from ``first`` by ``step``; ``out[c]`` = ``total`` + the squared recursive residuals
     of the rows so far (the RSS of the growing segment). For a well-conditioned start
     (``h >= 3k`` rows): the products with the symmetric ``P`` in the transposed (axpy)
-    form, which the compiler vectorises."""
+    form, which the compiler vectorises. With ``record``, each row's ``P x`` and ``f``
+    (which depend on the rows only) go to ``steps[s0 + c]`` for :func:`_replay_update`."""
     k = X.shape[1]
     for c in range(count):
         pos = first + step * c
@@ -298,6 +311,10 @@ def _update(X, rows, y, first, step, count, total, beta, P, Px, out):
         f = 1.0
         for a in range(k):
             f += X[r, a] * Px[a]
+        if record:
+            for a in range(k):
+                steps[s0 + c, a] = Px[a]
+            steps[s0 + c, k] = f
         err = y[pos] - pred
         total += err * err / f
         out[c] = total
@@ -312,7 +329,74 @@ def _update(X, rows, y, first, step, count, total, beta, P, Px, out):
 
 
 @njit(cache=True)
-def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
+def _replay_update(X, rows, y, first, step, count, total, beta, out, steps, s0):
+    """:func:`_update` of another pixel with the same rows, from their recorded ``P x``
+    and ``f``: the same arithmetic on the pixel's own values, without the O(k^2) update
+    of ``P`` (the same bits as :func:`_update`)."""
+    k = X.shape[1]
+    for c in range(count):
+        pos = first + step * c
+        r = rows[pos]
+        pred = 0.0
+        for b in range(k):
+            pred += X[r, b] * beta[b]
+        f = steps[s0 + c, k]
+        err = y[pos] - pred
+        total += err * err / f
+        out[c] = total
+        g = err / f
+        for a in range(k):
+            beta[a] += steps[s0 + c, a] * g
+
+
+#: Kinds of a segment start in a :func:`triangle_memo`: R's recursion, a fit from the
+#: prefix sums then updates, no segment.
+_START_RECURSION, _START_SUMS, _START_NONE = 0, 1, 2
+#: Largest memo of recorded update steps per thread (bytes); longer series go without.
+MEMO_MAX_BYTES = 48 << 20
+
+
+@njit(cache=True)
+def triangle_memo(n_times, k):
+    """Scratch for :func:`rss_triangle` that lets pixels with the same compacted rows
+    (valid dates), ``n`` and ``h`` as the previous one share everything of their
+    triangles that depends on the rows only: each start's kind and inverse Gram, and
+    every update step's ``P x`` and ``f``. One per thread; empty (never used) for series
+    whose steps would take more than :data:`MEMO_MAX_BYTES`."""
+    capacity = n_times * (n_times + 1) // 2 + n_times
+    if capacity * (k + 1) * 8 > MEMO_MAX_BYTES:
+        n_times = capacity = 0
+    key = np.full(3, -1, dtype=np.int64)  # the last pixel's n and h, whether recorded
+    return (np.empty(n_times, dtype=np.int64), key, np.empty((n_times + 1, k, k)),
+            np.empty(n_times + 1, dtype=np.int64), np.empty((capacity, k + 1)))
+
+
+@njit(cache=True)
+def memo_holds_room(memo, n):
+    """Whether ``memo`` can record the triangle of ``n`` rows."""
+    return memo[0].shape[0] >= n and memo[4].shape[0] >= n * (n + 1) // 2 + n
+
+
+@njit(cache=True)
+def memo_recorded(memo, rows, n, h):
+    """Whether ``memo`` holds the whole triangle of these rows, ``n`` and ``h``."""
+    return _same_rows(memo, rows, n, h) and memo[1][2] == 1
+
+
+@njit(cache=True)
+def _same_rows(memo, rows, n, h):
+    """Whether the previous pixel had these compacted rows, ``n`` and ``h``."""
+    memo_rows, key = memo[0], memo[1]
+    if key[0] != n or key[1] != h or memo_rows.shape[0] < n:
+        return False
+    for i in range(n):
+        if memo_rows[i] != rows[i]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, memo, force_record=False):
     """``rss[i, j]`` = R's RSS of compacted rows ``i..j`` for the segments the programme
     can use: starts 0 and ``h..n-2h``, ends ``i+h-1..n-h-1`` (a segment that more
     segments follow) and ``n-1`` (the last segment).
@@ -325,32 +409,82 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
     pass backwards from a fit of the last ``h`` rows (least squares does not depend on
     the order of the rows). Starts whose first rows are rank deficient or whose first
     ``h`` rows are ill-conditioned or few (``h < 3k``) take R's recursion with its
-    restricted residuals (:func:`recursive_residuals`), to the end."""
+    restricted residuals (:func:`recursive_residuals`), to the end.
+
+    ``memo`` (:func:`triangle_memo`): pixels in a row with the same rows, ``n`` and ``h``
+    (a cloud-free stack, pixels under the same clouds) share the kinds of start, inverse
+    Grams and update steps, which depend on the rows only: the second records them, the
+    others replay them, bit for bit the same triangle at O(k) instead of O(k^2) per
+    update. ``force_record``: record for :func:`replay_triangles` whatever came before."""
     k = X.shape[1]
-    mean = _prefix_sums(X, rows, y, n, S, U, YY)
+    memo_rows, key, memo_P, kinds, steps = memo
+    same = _same_rows(memo, rows, n, h)
+    replay = same and key[2] == 1
+    # recorded for the second pixel in a row with these rows: a pixel whose valid dates
+    # are its own (random gaps) costs the memo only the comparison and a copy of its rows
+    record = (same or force_record) and not replay and memo_holds_room(memo, n)
+    if not same and memo_rows.shape[0] >= n:
+        for i in range(n):
+            memo_rows[i] = rows[i]
+        key[0] = n
+        key[1] = h
+        key[2] = 0
+    mean = _prefix_sums(X, rows, y, n, S, U, YY, not replay)
     sums = h >= _SUMS_MIN_ROWS * k
-    backwards = _fit_from_sums(S, U, YY, mean, n - h, n, beta, P, R) if sums else -1.0
+    at = 0  # next update step of the memo
+    backwards = -1.0
+    if replay:
+        if kinds[n] == _START_SUMS:
+            backwards = _coefficients_from_sums(memo_P[n], U, YY, mean, n - h, n, beta)
+    elif sums and _inverse_from_sums(S, n - h, n, P, R):
+        backwards = _coefficients_from_sums(P, U, YY, mean, n - h, n, beta)
+        if record:
+            memo_P[n, :, :] = P
+    if record:
+        kinds[n] = _START_SUMS if backwards >= 0.0 else _START_RECURSION
     if backwards >= 0.0:  # the last segments, from one pass backwards
         rss[n - h, n - 1] = backwards
-        _update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, P, Px, w)
+        if replay:
+            _replay_update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, w, steps, at)
+        else:
+            _update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, P, Px, w, steps, at, record)
+        at += n - h
         for c in range(n - h):
             rss[n - h - 1 - c, n - 1] = w[c]
+    stop = (n - h) if backwards >= 0.0 else n
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
-        last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
-        if sums and first_rows_full_rank(X, rows, i, Q, S, R):
-            if last_only and backwards >= 0.0:
-                continue
-            stop = (n - h) if backwards >= 0.0 else n
-            base = _fit_from_sums(S, U, YY, mean, i, i + h, beta, P, R)
-            if base >= 0.0:
-                rss[i, i + h - 1] = base
-                _update(X, rows, y, i + h, 1, stop - i - h, base, beta, P, Px, w)
-                for c in range(stop - i - h):
-                    rss[i, i + h + c] = w[c]
-                continue
-        _forward(X, rows, y, n, i, n - i, rss, w, Q, R, idx, beta, P, Px)
+        if replay:
+            kind = kinds[i]
+        else:
+            last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
+            kind = _START_RECURSION
+            if sums and first_rows_full_rank(X, rows, i, Q, S, R):
+                if last_only and backwards >= 0.0:
+                    kind = _START_NONE
+                elif _inverse_from_sums(S, i, i + h, P, R):
+                    kind = _START_SUMS
+                    if record:
+                        memo_P[i, :, :] = P
+            if record:
+                kinds[i] = kind
+        if kind == _START_NONE:
+            continue
+        if kind == _START_RECURSION:
+            _forward(X, rows, y, n, i, n - i, rss, w, Q, R, idx, beta, P, Px)
+            continue
+        base = _coefficients_from_sums(memo_P[i] if replay else P, U, YY, mean, i, i + h, beta)
+        rss[i, i + h - 1] = base
+        if replay:
+            _replay_update(X, rows, y, i + h, 1, stop - i - h, base, beta, w, steps, at)
+        else:
+            _update(X, rows, y, i + h, 1, stop - i - h, base, beta, P, Px, w, steps, at, record)
+        at += stop - i - h
+        for c in range(stop - i - h):
+            rss[i, i + h + c] = w[c]
+    if record:
+        key[2] = 1  # complete: the next pixel with these rows replays it
 
 
 @njit(cache=True)
@@ -363,6 +497,79 @@ def _forward(X, rows, y, n, i, count, rss, w, Q, R, idx, beta, P, Px):
         total += w[j - k] * w[j - k]
         rss[i, i + j] = total
     return full_at
+
+
+@njit(cache=True)
+def replay_triangles(X, rows, Y, group, n, h, rss, memo, U, YY, mean, beta, lanes, Q, R, idx, P, Px, w):
+    """:func:`rss_triangle` of the pixels ``group`` (rows of ``Y``, triangles into
+    ``rss[g]``) that share the compacted ``rows``, ``n`` and ``h`` recorded in ``memo``:
+    the recorded update steps replayed for all of them at once, the pixels as lanes
+    (their own coefficients ``lanes[:k]``, predictions and running sums), so that the
+    pixels' chains of dependent updates overlap; bit for bit each pixel's triangle.
+    Scratch: ``U`` ``(G, T + 1, k)``, ``YY`` ``(G, T + 1)``, ``mean`` and ``beta``
+    ``(G,)``/``(k,)``, ``lanes`` ``(k + 3 + T, G)``."""
+    k = X.shape[1]
+    G = group.shape[0]
+    _, _, memo_P, kinds, steps = memo
+    no_gram = np.empty((1, 1, 1))
+    for g in range(G):
+        mean[g] = _prefix_sums(X, rows, Y[group[g]], n, no_gram, U[g], YY[g], False)
+    at = 0
+    # lanes rows: 0..k-1 coefficients, k prediction, k+1 running sum, k+2.. values by row
+    for g in range(G):
+        for pos in range(n):
+            lanes[k + 2 + pos, g] = Y[group[g], pos]
+    if kinds[n] == _START_SUMS:  # the last segments, from one pass backwards
+        for g in range(G):
+            lanes[k + 1, g] = _coefficients_from_sums(memo_P[n], U[g], YY[g], mean[g], n - h, n, beta)
+            rss[group[g], n - h, n - 1] = lanes[k + 1, g]
+            for a in range(k):
+                lanes[a, g] = beta[a]
+        for c in range(n - h):
+            _replay_lanes_step(X, rows, n - h - 1 - c, lanes, steps, at + c, G, k)
+            for g in range(G):
+                rss[group[g], n - h - 1 - c, n - 1] = lanes[k + 1, g]
+        at += n - h
+    stop = (n - h) if kinds[n] == _START_SUMS else n
+    for i in range(n - h + 1):
+        if 0 < i < h or kinds[i] == _START_NONE:
+            continue
+        if kinds[i] == _START_RECURSION:
+            for g in range(G):
+                _forward(X, rows, Y[group[g]], n, i, n - i, rss[group[g]], w, Q, R, idx, beta, P, Px)
+            continue
+        for g in range(G):
+            lanes[k + 1, g] = _coefficients_from_sums(memo_P[i], U[g], YY[g], mean[g], i, i + h, beta)
+            rss[group[g], i, i + h - 1] = lanes[k + 1, g]
+            for a in range(k):
+                lanes[a, g] = beta[a]
+        for c in range(stop - i - h):
+            _replay_lanes_step(X, rows, i + h + c, lanes, steps, at + c, G, k)
+            for g in range(G):
+                rss[group[g], i, i + h + c] = lanes[k + 1, g]
+        at += stop - i - h
+
+
+@njit(cache=True, inline="always")
+def _replay_lanes_step(X, rows, pos, lanes, steps, s, G, k):
+    """One recorded update (step ``s``, compacted row ``pos``) of every lane: the
+    arithmetic of :func:`_replay_update`, lane by lane in the same order."""
+    r = rows[pos]
+    for g in range(G):
+        lanes[k, g] = 0.0
+    for b in range(k):
+        xb = X[r, b]
+        for g in range(G):
+            lanes[k, g] += xb * lanes[b, g]
+    f = steps[s, k]
+    for g in range(G):
+        err = lanes[k + 2 + pos, g] - lanes[k, g]
+        lanes[k + 1, g] += err * err / f
+        lanes[k, g] = err / f  # the gain's scalar g, in the prediction's row
+    for a in range(k):
+        pa = steps[s, a]
+        for g in range(G):
+            lanes[a, g] += pa * lanes[k, g]
 
 
 @njit(cache=True)

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, qr_fit_in_order,
-                              recursive_residuals, rss_triangle)
+                              recursive_residuals, rss_triangle, triangle_memo)
 from ._cpu_lane_inverse import inverse_lanes
 from ._cpu_lane_layout import (_LANES, _PACKED, _S_ALONE, _S_BETA, _S_BNEW, _S_COUNT, _S_CUM, _S_FIRST, _S_FULL, _S_G,
                                _S_MEAN, _S_OK, _S_P, _S_PNEW, _S_RHS, _S_ROWS, _S_RSS, _S_SCALE, _S_STAT, _S_TAKE,
@@ -123,14 +123,14 @@ def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx):
 
 
 @njit(cache=True)
-def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY):
+def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
     """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
     k = X.shape[1]
     h = 6 * k
     if h > n // 2:
         return -1  # Bai–Perron cannot run: all rows kept, the pixel flagged
     max_breaks = max(0, (n + h - 1) // h - 2)
-    rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY)
+    rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, memo)
     best = np.empty((max_breaks + 1, n))
     arg = np.empty((max_breaks + 1, n), dtype=np.int64)
     optimal_partition(rss, n, h, max_breaks, best, arg)
@@ -497,13 +497,14 @@ def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n
 
 
 @njit(parallel=True, cache=True)
-def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, level, block, first_hist, flagged):
+def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, level, block, n_chunks, first_hist,
+                    flagged):
     T, P = values.shape
     k = X.shape[1]
     S = monitor_begin.shape[0]
     n_blocks = (P + block - 1) // block
-    for ib in prange(n_blocks):
-        # per-thread buffers, reused for the pixels of the block
+    for c in prange(n_chunks):
+        # per-thread buffers, reused for the pixels of the chunk's blocks
         rows = np.empty(T, dtype=np.int64)
         y = np.empty(T)
         w = np.empty(T)
@@ -517,28 +518,31 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
         sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
         sum_yy = np.empty(1) if method_roc else np.empty(T + 1)
-        p0 = ib * block
-        width = min(P, p0 + block) - p0
+        memo = triangle_memo(0 if method_roc else T, k)  # pixels with the same valid dates share it
         stop = 0
         for s in range(S):
             stop = max(stop, monitor_begin[s])
         tile = tile_buffer(block, stop)
-        load_tile(values, p0, width, stop, tile)
-        for q in range(width):
-            p = p0 + q
-            for s in range(S):
-                n = compact_valid(tile[q], monitor_begin[s], nodata, has_nodata, rows, y)
-                first_hist[s, p] = 0
-                if n <= k:
-                    continue
-                if method_roc:
-                    drop, flag = _roc_pixel(X, rows, y, n, level, w, Q, R, Pinv, beta, Px, idx)
-                    flagged[s, p] = flag
-                else:
-                    drop = _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy)
-                    flagged[s, p] = drop < 0
-                    drop = max(drop, 0)
-                first_hist[s, p] = rows[drop] if drop > 0 else 0  # 0: every candidate, as "all"
+        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            p0 = ib * block
+            width = min(P, p0 + block) - p0
+            load_tile(values, p0, width, stop, tile)
+            for s in range(S):  # pixel after pixel for one start: alike rows, one memo
+                for q in range(width):
+                    p = p0 + q
+                    n = compact_valid(tile[q], monitor_begin[s], nodata, has_nodata, rows, y)
+                    first_hist[s, p] = 0
+                    if n <= k:
+                        continue
+                    if method_roc:
+                        drop, flag = _roc_pixel(X, rows, y, n, level, w, Q, R, Pinv, beta, Px, idx)
+                        flagged[s, p] = flag
+                    else:
+                        drop = _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy,
+                                         memo)
+                        flagged[s, p] = drop < 0
+                        drop = max(drop, 0)
+                    first_hist[s, p] = rows[drop] if drop > 0 else 0  # 0: every candidate, as "all"
 
 
 def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np.ndarray | None]:
@@ -561,9 +565,12 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
         _roc_lanes_kernel(values, nodata, has_nodata, X, X8, plan.monitor_begin.astype(np.int64), plan.level_roc,
                           n_chunks, first, flagged)
         return first, flagged
+    block = 16
+    # few chunks of consecutive blocks: a thread's triangle memo serves all its pixels
+    n_chunks = min(-(-n_pixels // block), 2 * numba.get_num_threads())
     _history_kernel(
         values, nodata, has_nodata,
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.history == "ROC",
-        plan.level_roc, 16, first, flagged,
+        plan.level_roc, block, n_chunks, first, flagged,
     )
     return first, flagged

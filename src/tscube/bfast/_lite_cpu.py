@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
-from ._cpu_bai_perron import breaks_of, minus_2_loglik, optimal_partition, partition_rss, qr_fit_in_order, rss_triangle
+from ._cpu_bai_perron import (breaks_of, memo_holds_room, memo_recorded, minus_2_loglik, optimal_partition,
+                              partition_rss, qr_fit_in_order, replay_triangles, rss_triangle, triangle_memo)
 from ._cpu_series import compact_valid, load_tile
 from .bai_perron import LWZ_FACTOR, LWZ_POWER
 from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
@@ -70,17 +72,145 @@ def _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, P, e, table, t
     return _interp(stat, crit, probs)
 
 
+@njit(cache=True)
+def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level, table, table_h,
+                   table_p, p, rows, y, w, Q, R, idx, beta, Pinv, status, n_obs, h_obs, max_breaks, pretest_p):
+    """Compaction, the optional pre-test and the checks of pixel ``p`` before its
+    triangle: returns the number of breaks to consider (``M``), or -1 with the pixel's
+    status set when it gets no triangle."""
+    k = X.shape[1]
+    n = compact_valid(tile_row, T, nodata, has_nodata, rows, y)
+    n_obs[p] = n
+    if n == 0:
+        status[p] = BfastLiteStatus.ALL_MISSING
+        return -1
+    fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
+    nh = int(math.floor(n * fraction))
+    if level > 0 and n > k and 1 <= nh < n:  # else R fails; the checks below flag it
+        pv = _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
+        pretest_p[p] = pv
+        if pv > level:
+            status[p] = BfastLiteStatus.STABLE_BY_PRETEST
+            return -1
+    h = int(math.floor(n * h_param)) if h_param < 1 else int(h_param)
+    h_obs[p] = h
+    if h <= k:
+        status[p] = BfastLiteStatus.SEGMENT_TOO_SHORT
+        return -1
+    if h > n // 2:
+        status[p] = BfastLiteStatus.TOO_FEW_OBSERVATIONS
+        return -1
+    M = (n + h - 1) // h - 2
+    if M == 0:
+        status[p] = BfastLiteStatus.NO_ROOM_FOR_BREAK
+        return -1
+    if selection == _NUMBER:
+        M = min(M, n_asked)
+    if max_cap > 0:
+        M = min(M, max_cap)
+    max_breaks[p] = M
+    return M
+
+
+@njit(cache=True)
+def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y, n, h, M, rss, Q, R, idx, beta,
+                  Pinv, breaks, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out, bic_out,
+                  lwz_out, trend_centre, trend_scale):
+    """Pixel ``p`` from its triangle ``rss``: the programme, the criteria and the choice,
+    the exact-fit check, the segment coefficients and the magnitudes."""
+    k = X.shape[1]
+    best = np.empty((M + 1, n))
+    arg = np.empty((M + 1, n), dtype=np.int64)
+    optimal_partition(rss, n, h, M, best, arg)
+    pick = M
+    pick_value = np.inf
+    lwz_penalty = LWZ_FACTOR * math.log(n) ** LWZ_POWER
+    for m in range(M + 1):
+        breaks_of(arg, m, n, breaks)
+        total = partition_rss(rss, breaks, m, n)
+        ll = minus_2_loglik(total, n) if total > 0 else -np.inf
+        bic = ll + math.log(n) * (k + 1) * (m + 1)
+        lwz = ll + lwz_penalty * (k + 1) * (m + 1)
+        if m < rss_out.shape[0]:
+            rss_out[m, p] = total
+            bic_out[m, p] = bic
+            lwz_out[m, p] = lwz
+        value = lwz if selection == _LWZ else (bic if selection == _BIC else total)
+        if selection <= _RSS and value < pick_value:
+            pick_value = value
+            pick = m
+    y_scale = 0.0
+    for i in range(n):
+        y_scale = max(y_scale, abs(y[i]))
+    if not math.sqrt(max(rss[0, n - 1], 0.0) / (n - k)) > PERFECT_FIT_RTOL * y_scale:
+        status[p] = BfastLiteStatus.PERFECT_FIT
+        return
+    m = pick
+    breaks_of(arg, m, n, breaks)
+    n_breaks[p] = m
+    for l in range(m):
+        break_index[l, p] = rows[breaks[l]]
+        break_time[l, p] = time[rows[breaks[l]]]
+    start = 0
+    for s in range(m + 1):
+        end = breaks[s] if s < m else n - 1
+        nk = qr_fit_in_order(X, rows, y, start, 1, end - start + 1, Q, R, idx, beta, Pinv)
+        kept = np.zeros(k, dtype=np.bool_)
+        for a in range(nk):
+            kept[idx[a]] = True
+        slope = beta[trend_col] if trend_col >= 0 and kept[trend_col] else 0.0
+        for a in range(k):
+            coefficients[s, p, a] = beta[a] if kept[a] else np.nan
+        if trend_col >= 0:  # R's parametrisation: the raw trend, 1-based
+            coefficients[s, p, 0] = beta[0] - slope / trend_scale * trend_centre
+            if kept[trend_col]:
+                coefficients[s, p, trend_col] = slope / trend_scale
+        start = end + 1
+    if trend_col < 0:
+        return
+    wdw = int(math.floor(n * interval)) if interval < 1 else int(interval)
+    for l in range(m):
+        b = breaks[l]
+        a0 = coefficients[l, p, 0]
+        b0 = coefficients[l, p, trend_col]
+        a1 = coefficients[l + 1, p, 0]
+        b1 = coefficients[l + 1, p, trend_col]
+        before = a0 + b0 * trend_raw[rows[b]]
+        after = a1 + b1 * trend_raw[rows[b + 1]]
+        lo = max(b - wdw, 0)
+        hi = min(b + wdw, n - 1)
+        s2 = 0.0
+        sa = 0.0
+        s1 = 0.0
+        for r in range(lo, hi + 1):
+            tr = trend_raw[rows[r]]
+            d = (a1 + b1 * tr) - (a0 + b0 * tr)
+            s2 += d * d
+            sa += abs(d)
+            s1 += d
+        cnt = hi - lo + 1
+        magnitudes[l, p, 0] = before
+        magnitudes[l, p, 1] = after
+        magnitudes[l, p, 2] = after - before
+        magnitudes[l, p, 3] = math.sqrt(s2 / cnt)
+        magnitudes[l, p, 4] = sa / cnt
+        magnitudes[l, p, 5] = s1 / cnt
+
+
+
 @njit(parallel=True, cache=True)
 def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
                  max_cap, level, interval, table, table_h, table_p, block,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
-                 magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale):
+                 magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale, n_chunks):
+    """Blocks of pixels, in three passes: each pixel's preparation; the triangles, pixels
+    in a row with the same valid dates (and so ``n`` and ``h``) as one group that
+    records the rows-only part once and replays it for all at once
+    (:func:`replay_triangles`); each pixel's programme and outputs."""
     T, P = values.shape
     k = X.shape[1]
     n_blocks = (P + block - 1) // block
-    for ib in prange(n_blocks):
-        rows = np.empty(T, dtype=np.int64)
-        y = np.empty(T)
+    for c in prange(n_chunks):  # consecutive blocks per chunk: one triangle memo for all its pixels
         w = np.empty(T)
         Q = np.empty((T, k))
         R = np.empty((k, k))
@@ -88,124 +218,71 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
         beta = np.empty(k)
         Pinv = np.empty((k, k))
         Px = np.empty(k)
-        rss = np.empty((T, T))
         S = np.empty((T + 1, k, k))
-        U = np.empty((T + 1, k))
-        YY = np.empty(T + 1)
+        U = np.empty((block, T + 1, k))
+        YY = np.empty((block, T + 1))
+        mean = np.empty(block)
+        lanes = np.empty((k + 3 + T, block))
         breaks = np.empty(T, dtype=np.int64)
-        p0 = ib * block
-        width = min(P, p0 + block) - p0
+        rows = np.empty((block, T), dtype=np.int64)
+        y = np.empty((block, T))
+        rss = np.empty((block, T, T))
+        counts = np.empty(block, dtype=np.int64)
+        M = np.empty(block, dtype=np.int64)
+        group = np.empty(block, dtype=np.int64)
+        memo = triangle_memo(T, k)
         tile = np.empty((block, T))
-        load_tile(values, p0, width, T, tile)
-        for q in range(width):
-            p = p0 + q
-            n = compact_valid(tile[q], T, nodata, has_nodata, rows, y)
-            n_obs[p] = n
-            if n == 0:
-                status[p] = BfastLiteStatus.ALL_MISSING
-                continue
-            fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
-            nh = int(math.floor(n * fraction))
-            if level > 0 and n > k and 1 <= nh < n:  # else R fails; the checks below flag it
-                pv = _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
-                pretest_p[p] = pv
-                if pv > level:
-                    status[p] = BfastLiteStatus.STABLE_BY_PRETEST
+        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            p0 = ib * block
+            width = min(P, p0 + block) - p0
+            load_tile(values, p0, width, T, tile)
+            for q in range(width):
+                M[q] = _prepare_pixel(tile[q], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap,
+                                      level, table, table_h, table_p, p0 + q, rows[q], y[q], w, Q, R, idx, beta,
+                                      Pinv, status, n_obs, h_obs, max_breaks, pretest_p)
+                counts[q] = n_obs[p0 + q]
+            q = 0
+            while q < width:
+                if M[q] < 0:
+                    q += 1
                     continue
-            h = int(math.floor(n * h_param)) if h_param < 1 else int(h_param)
-            h_obs[p] = h
-            if h <= k:
-                status[p] = BfastLiteStatus.SEGMENT_TOO_SHORT
-                continue
-            if h > n // 2:
-                status[p] = BfastLiteStatus.TOO_FEW_OBSERVATIONS
-                continue
-            M = (n + h - 1) // h - 2
-            if M == 0:
-                status[p] = BfastLiteStatus.NO_ROOM_FOR_BREAK
-                continue
-            if selection == _NUMBER:
-                M = min(M, n_asked)
-            if max_cap > 0:
-                M = min(M, max_cap)
-            max_breaks[p] = M
-            rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, Pinv, Px, S, U, YY)
-            best = np.empty((M + 1, n))
-            arg = np.empty((M + 1, n), dtype=np.int64)
-            optimal_partition(rss, n, h, M, best, arg)
-            pick = M
-            pick_value = np.inf
-            lwz_penalty = LWZ_FACTOR * math.log(n) ** LWZ_POWER
-            for m in range(M + 1):
-                breaks_of(arg, m, n, breaks)
-                total = partition_rss(rss, breaks, m, n)
-                ll = minus_2_loglik(total, n) if total > 0 else -np.inf
-                bic = ll + math.log(n) * (k + 1) * (m + 1)
-                lwz = ll + lwz_penalty * (k + 1) * (m + 1)
-                if m < rss_out.shape[0]:
-                    rss_out[m, p] = total
-                    bic_out[m, p] = bic
-                    lwz_out[m, p] = lwz
-                value = lwz if selection == _LWZ else (bic if selection == _BIC else total)
-                if selection <= _RSS and value < pick_value:
-                    pick_value = value
-                    pick = m
-            y_scale = 0.0
-            for i in range(n):
-                y_scale = max(y_scale, abs(y[i]))
-            if not math.sqrt(max(rss[0, n - 1], 0.0) / (n - k)) > PERFECT_FIT_RTOL * y_scale:
-                status[p] = BfastLiteStatus.PERFECT_FIT
-                continue
-            m = pick
-            breaks_of(arg, m, n, breaks)
-            n_breaks[p] = m
-            for l in range(m):
-                break_index[l, p] = rows[breaks[l]]
-                break_time[l, p] = time[rows[breaks[l]]]
-            start = 0
-            for s in range(m + 1):
-                end = breaks[s] if s < m else n - 1
-                nk = qr_fit_in_order(X, rows, y, start, 1, end - start + 1, Q, R, idx, beta, Pinv)
-                kept = np.zeros(k, dtype=np.bool_)
-                for a in range(nk):
-                    kept[idx[a]] = True
-                slope = beta[trend_col] if trend_col >= 0 and kept[trend_col] else 0.0
-                for a in range(k):
-                    coefficients[s, p, a] = beta[a] if kept[a] else np.nan
-                if trend_col >= 0:  # R's parametrisation: the raw trend, 1-based
-                    coefficients[s, p, 0] = beta[0] - slope / trend_scale * trend_centre
-                    if kept[trend_col]:
-                        coefficients[s, p, trend_col] = slope / trend_scale
-                start = end + 1
-            if trend_col < 0:
-                continue
-            wdw = int(math.floor(n * interval)) if interval < 1 else int(interval)
-            for l in range(m):
-                b = breaks[l]
-                a0 = coefficients[l, p, 0]
-                b0 = coefficients[l, p, trend_col]
-                a1 = coefficients[l + 1, p, 0]
-                b1 = coefficients[l + 1, p, trend_col]
-                before = a0 + b0 * trend_raw[rows[b]]
-                after = a1 + b1 * trend_raw[rows[b + 1]]
-                lo = max(b - wdw, 0)
-                hi = min(b + wdw, n - 1)
-                s2 = 0.0
-                sa = 0.0
-                s1 = 0.0
-                for r in range(lo, hi + 1):
-                    tr = trend_raw[rows[r]]
-                    d = (a1 + b1 * tr) - (a0 + b0 * tr)
-                    s2 += d * d
-                    sa += abs(d)
-                    s1 += d
-                cnt = hi - lo + 1
-                magnitudes[l, p, 0] = before
-                magnitudes[l, p, 1] = after
-                magnitudes[l, p, 2] = after - before
-                magnitudes[l, p, 3] = math.sqrt(s2 / cnt)
-                magnitudes[l, p, 4] = sa / cnt
-                magnitudes[l, p, 5] = s1 / cnt
+                n = counts[q]
+                h = h_obs[p0 + q]
+                size = 0  # the group: pixels from q on with the same rows (others between skipped)
+                e = q
+                while e < width:
+                    if M[e] >= 0:
+                        if counts[e] != n or h_obs[p0 + e] != h or not _same_compacted(rows[q], rows[e], n):
+                            break
+                        group[size] = e
+                        size += 1
+                    e += 1
+                first = 0  # the group's pixels from here on replay the memo
+                if not memo_recorded(memo, rows[q], n, h):
+                    shared = size > 1 and memo_holds_room(memo, n)
+                    first = 1 if shared else size
+                    for g in range(first):  # the first records the memo for the others, or each alone
+                        r = group[g]
+                        rss_triangle(X, rows[r], y[r], n, h, rss[r], w, Q, R, idx, beta, Pinv, Px, S, U[0], YY[0],
+                                     memo, shared)
+                if first < size:
+                    replay_triangles(X, rows[q], y, group[first:size], n, h, rss, memo, U, YY, mean, beta, lanes,
+                                     Q, R, idx, Pinv, Px, w)
+                q = e
+            for q in range(width):
+                if M[q] >= 0:
+                    _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + q, rows[q], y[q],
+                                  counts[q], h_obs[p0 + q], M[q], rss[q], Q, R, idx, beta, Pinv, breaks, status,
+                                  n_breaks, break_index, break_time, magnitudes, coefficients, rss_out, bic_out,
+                                  lwz_out, trend_centre, trend_scale)
+
+
+@njit(cache=True)
+def _same_compacted(a, b, n):
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
 
 
 def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
@@ -215,12 +292,18 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     out = empty_lite_outputs(n_pixels, plan.break_slots, design.k, plan.n_models)
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
     trend_col = design.names.index("trend") if "trend" in design.names else -1
+    n_times = values.shape[0]
+    # a block keeps each pixel's (T, T) triangle until its programme runs: 16 pixels, or
+    # as many as fit in 32 MiB per thread
+    block = max(1, min(16, (32 << 20) // (8 * n_times * n_times + 1)))
+    # few chunks of consecutive blocks: a thread's triangle memo serves all its pixels
+    n_chunks = min(-(-n_pixels // block), 2 * numba.get_num_threads())
     _lite_kernel(
         values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
-        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, 16,
+        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
-        out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale,
+        out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale, n_chunks,
     )
     return out
