@@ -432,17 +432,17 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, mem
     mean = _prefix_sums(X, rows, y, n, S, U, YY, not replay)
     sums = h >= _SUMS_MIN_ROWS * k
     at = 0  # next update step of the memo
-    backwards = -1.0
+    # every choice below depends on the rows only (a replay must take the same ones)
     if replay:
-        if kinds[n] == _START_SUMS:
-            backwards = _coefficients_from_sums(memo_P[n], U, YY, mean, n - h, n, beta)
-    elif sums and _inverse_from_sums(S, n - h, n, P, R):
-        backwards = _coefficients_from_sums(P, U, YY, mean, n - h, n, beta)
+        back = kinds[n] == _START_SUMS
+    else:
+        back = sums and _inverse_from_sums(S, n - h, n, P, R)
         if record:
-            memo_P[n, :, :] = P
-    if record:
-        kinds[n] = _START_SUMS if backwards >= 0.0 else _START_RECURSION
-    if backwards >= 0.0:  # the last segments, from one pass backwards
+            kinds[n] = _START_SUMS if back else _START_RECURSION
+            if back:
+                memo_P[n, :, :] = P
+    if back:  # the last segments, from one pass backwards
+        backwards = _coefficients_from_sums(memo_P[n] if replay else P, U, YY, mean, n - h, n, beta)
         rss[n - h, n - 1] = backwards
         if replay:
             _replay_update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, w, steps, at)
@@ -451,7 +451,7 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, mem
         at += n - h
         for c in range(n - h):
             rss[n - h - 1 - c, n - 1] = w[c]
-    stop = (n - h) if backwards >= 0.0 else n
+    stop = (n - h) if back else n
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
@@ -461,7 +461,7 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, mem
             last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
             kind = _START_RECURSION
             if sums and first_rows_full_rank(X, rows, i, Q, S, R):
-                if last_only and backwards >= 0.0:
+                if last_only and back:
                     kind = _START_NONE
                 elif _inverse_from_sums(S, i, i + h, P, R):
                     kind = _START_SUMS

@@ -41,15 +41,19 @@ def _rows(data, has_nodata, nodata, out):
 
 def kernel_values(values: np.ndarray, nodata):
     """``(values, has_nodata, marker)`` for the kernels that read ``(T, n)`` data in place:
-    native byte order, a numba dtype (float16 and longdouble become float64 with NaN for
-    nodata), and ``nodata`` in the data's dtype (``has_nodata`` False where no value of
-    that dtype can equal it)."""
+    float32 or float64 in native byte order (other types are converted, nodata becoming
+    NaN: integers of up to 16 bits to float32, the rest to float64), and ``nodata`` in
+    the data's dtype (``has_nodata`` False where no value of that dtype can equal it)."""
     if not values.dtype.isnative:  # big-endian data: swapped once, values unchanged
         values = values.astype(values.dtype.newbyteorder("="))
-    if values.dtype.kind not in "iuf" or values.dtype.itemsize > 8 or values.dtype == np.float16:
-        converted = values.astype(np.float64)  # float16, longdouble: not numba types
+    if values.dtype not in (np.float32, np.float64):
+        # float16, longdouble: not numba types; integers: one float kernel instead of
+        # one compiled per integer type (float32 holds every 8- and 16-bit integer)
+        small = values.dtype.kind in "iu" and values.dtype.itemsize <= 2
+        converted = values.astype(np.float32 if small else np.float64)
         if nodata is not None:
-            converted[values == nodata] = np.nan
+            with np.errstate(over="ignore", invalid="ignore"):
+                converted[values == nodata] = np.nan
         values, nodata = converted, None
     has_nodata, marker = _nodata_in(values.dtype, nodata)
     return values, has_nodata, marker
