@@ -295,7 +295,7 @@ def _update(X, rows, y, first, step, count, total, beta, P, Px, out, steps, s0, 
     of the rows so far (the RSS of the growing segment). For a well-conditioned start
     (``h >= 3k`` rows): the products with the symmetric ``P`` in the transposed (axpy)
     form, which the compiler vectorises. With ``record``, each row's ``P x`` and ``f``
-    (which depend on the rows only) go to ``steps[s0 + c]`` for :func:`_replay_update`."""
+    (which depend on the rows only) go to ``steps[s0 + c]`` for :func:`replay_triangles`."""
     k = X.shape[1]
     for c in range(count):
         pos = first + step * c
@@ -326,27 +326,6 @@ def _update(X, rows, y, first, step, count, total, beta, P, Px, out, steps, s0, 
             pa = Px[a] * inv_f
             for b in range(k):
                 P[a, b] -= pa * Px[b]
-
-
-@njit(cache=True)
-def _replay_update(X, rows, y, first, step, count, total, beta, out, steps, s0):
-    """:func:`_update` of another pixel with the same rows, from their recorded ``P x``
-    and ``f``: the same arithmetic on the pixel's own values, without the O(k^2) update
-    of ``P`` (the same bits as :func:`_update`)."""
-    k = X.shape[1]
-    for c in range(count):
-        pos = first + step * c
-        r = rows[pos]
-        pred = 0.0
-        for b in range(k):
-            pred += X[r, b] * beta[b]
-        f = steps[s0 + c, k]
-        err = y[pos] - pred
-        total += err * err / f
-        out[c] = total
-        g = err / f
-        for a in range(k):
-            beta[a] += steps[s0 + c, a] * g
 
 
 #: Kinds of a segment start in a :func:`triangle_memo`: R's recursion, a fit from the
@@ -384,15 +363,19 @@ def memo_recorded(memo, rows, n, h):
 
 
 @njit(cache=True)
+def same_rows(a, b, n):
+    """Whether two pixels' compacted rows (valid dates) agree in their first ``n``."""
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+@njit(cache=True)
 def _same_rows(memo, rows, n, h):
     """Whether the previous pixel had these compacted rows, ``n`` and ``h``."""
     memo_rows, key = memo[0], memo[1]
-    if key[0] != n or key[1] != h or memo_rows.shape[0] < n:
-        return False
-    for i in range(n):
-        if memo_rows[i] != rows[i]:
-            return False
-    return True
+    return key[0] == n and key[1] == h and memo_rows.shape[0] >= n and same_rows(memo_rows, rows, n)
 
 
 @njit(cache=True)
@@ -415,39 +398,38 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, mem
     (a cloud-free stack, pixels under the same clouds) share the kinds of start, inverse
     Grams and update steps, which depend on the rows only: the second records them, the
     others replay them, bit for bit the same triangle at O(k) instead of O(k^2) per
-    update. ``force_record``: record for :func:`replay_triangles` whatever came before."""
+    update (:func:`replay_triangles`). ``force_record``: record whatever came before."""
     k = X.shape[1]
     memo_rows, key, memo_P, kinds, steps = memo
     same = _same_rows(memo, rows, n, h)
-    replay = same and key[2] == 1
+    if same and key[2] == 1:  # recorded: a group of one
+        T = y.shape[0]
+        replay_triangles(X, rows, y.reshape((1, T)), np.zeros(1, dtype=np.int64), n, h,
+                         rss.reshape((1, T, T)), memo, U.reshape((1, T + 1, k)), YY.reshape((1, T + 1)),
+                         np.empty(1), beta, np.empty((k + 3 + T, 1)), Q, R, idx, P, Px, w)
+        return
     # recorded for the second pixel in a row with these rows: a pixel whose valid dates
     # are its own (random gaps) costs the memo only the comparison and a copy of its rows
-    record = (same or force_record) and not replay and memo_holds_room(memo, n)
+    record = (same or force_record) and memo_holds_room(memo, n)
     if not same and memo_rows.shape[0] >= n:
         for i in range(n):
             memo_rows[i] = rows[i]
         key[0] = n
         key[1] = h
         key[2] = 0
-    mean = _prefix_sums(X, rows, y, n, S, U, YY, not replay)
+    mean = _prefix_sums(X, rows, y, n, S, U, YY)
     sums = h >= _SUMS_MIN_ROWS * k
     at = 0  # next update step of the memo
-    # every choice below depends on the rows only (a replay must take the same ones)
-    if replay:
-        back = kinds[n] == _START_SUMS
-    else:
-        back = sums and _inverse_from_sums(S, n - h, n, P, R)
-        if record:
-            kinds[n] = _START_SUMS if back else _START_RECURSION
-            if back:
-                memo_P[n, :, :] = P
+    # every choice below depends on the rows only (a replay takes the same ones)
+    back = sums and _inverse_from_sums(S, n - h, n, P, R)
+    if record:
+        kinds[n] = _START_SUMS if back else _START_RECURSION
+        if back:
+            memo_P[n, :, :] = P
     if back:  # the last segments, from one pass backwards
-        backwards = _coefficients_from_sums(memo_P[n] if replay else P, U, YY, mean, n - h, n, beta)
+        backwards = _coefficients_from_sums(P, U, YY, mean, n - h, n, beta)
         rss[n - h, n - 1] = backwards
-        if replay:
-            _replay_update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, w, steps, at)
-        else:
-            _update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, P, Px, w, steps, at, record)
+        _update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, P, Px, w, steps, at, record)
         at += n - h
         for c in range(n - h):
             rss[n - h - 1 - c, n - 1] = w[c]
@@ -455,31 +437,25 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, mem
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
-        if replay:
-            kind = kinds[i]
-        else:
-            last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
-            kind = _START_RECURSION
-            if sums and first_rows_full_rank(X, rows, i, Q, S, R):
-                if last_only and back:
-                    kind = _START_NONE
-                elif _inverse_from_sums(S, i, i + h, P, R):
-                    kind = _START_SUMS
-                    if record:
-                        memo_P[i, :, :] = P
-            if record:
-                kinds[i] = kind
+        last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
+        kind = _START_RECURSION
+        if sums and first_rows_full_rank(X, rows, i, Q, S, R):
+            if last_only and back:
+                kind = _START_NONE
+            elif _inverse_from_sums(S, i, i + h, P, R):
+                kind = _START_SUMS
+                if record:
+                    memo_P[i, :, :] = P
+        if record:
+            kinds[i] = kind
         if kind == _START_NONE:
             continue
         if kind == _START_RECURSION:
             _forward(X, rows, y, n, i, n - i, rss, w, Q, R, idx, beta, P, Px)
             continue
-        base = _coefficients_from_sums(memo_P[i] if replay else P, U, YY, mean, i, i + h, beta)
+        base = _coefficients_from_sums(P, U, YY, mean, i, i + h, beta)
         rss[i, i + h - 1] = base
-        if replay:
-            _replay_update(X, rows, y, i + h, 1, stop - i - h, base, beta, w, steps, at)
-        else:
-            _update(X, rows, y, i + h, 1, stop - i - h, base, beta, P, Px, w, steps, at, record)
+        _update(X, rows, y, i + h, 1, stop - i - h, base, beta, P, Px, w, steps, at, record)
         at += stop - i - h
         for c in range(stop - i - h):
             rss[i, i + h + c] = w[c]
@@ -553,7 +529,8 @@ def replay_triangles(X, rows, Y, group, n, h, rss, memo, U, YY, mean, beta, lane
 @njit(cache=True, inline="always")
 def _replay_lanes_step(X, rows, pos, lanes, steps, s, G, k):
     """One recorded update (step ``s``, compacted row ``pos``) of every lane: the
-    arithmetic of :func:`_replay_update`, lane by lane in the same order."""
+    arithmetic of :func:`_update` on the recorded ``P x`` and ``f``, lane by lane in the
+    same order (so the same bits), without the O(k^2) update of ``P``."""
     r = rows[pos]
     for g in range(G):
         lanes[k, g] = 0.0

@@ -16,7 +16,8 @@ import numpy as np
 from numba import njit, prange
 
 from ._cpu_bai_perron import (breaks_of, memo_holds_room, memo_recorded, minus_2_loglik, optimal_partition,
-                              partition_rss, qr_fit_in_order, replay_triangles, rss_triangle, triangle_memo)
+                              partition_rss, qr_fit_in_order, replay_triangles, rss_triangle, same_rows,
+                              triangle_memo)
 from ._cpu_series import compact_valid, load_tile
 from .bai_perron import LWZ_FACTOR, LWZ_POWER
 from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
@@ -252,7 +253,7 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
                 e = q
                 while e < width:
                     if M[e] >= 0:
-                        if counts[e] != n or h_obs[p0 + e] != h or not _same_compacted(rows[q], rows[e], n):
+                        if counts[e] != n or h_obs[p0 + e] != h or not same_rows(rows[q], rows[e], n):
                             break
                         group[size] = e
                         size += 1
@@ -275,14 +276,6 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
                                   counts[q], h_obs[p0 + q], M[q], rss[q], Q, R, idx, beta, Pinv, breaks, status,
                                   n_breaks, break_index, break_time, magnitudes, coefficients, rss_out, bic_out,
                                   lwz_out, trend_centre, trend_scale)
-
-
-@njit(cache=True)
-def _same_compacted(a, b, n):
-    for i in range(n):
-        if a[i] != b[i]:
-            return False
-    return True
 
 
 def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
