@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -333,6 +334,12 @@ def _update(X, rows, y, first, step, count, total, beta, P, Px, out, steps, s0, 
 _START_RECURSION, _START_SUMS, _START_NONE = 0, 1, 2
 #: Largest memo of recorded update steps per thread (bytes); longer series go without.
 MEMO_MAX_BYTES = 48 << 20
+
+
+def memo_chunks(n_pixels: int, block: int) -> int:
+    """Chunks (of consecutive blocks of ``block`` pixels) for a kernel that keeps a
+    :func:`triangle_memo` per chunk: few, so that a memo serves many pixels."""
+    return min(-(-n_pixels // block), 2 * numba.get_num_threads())
 
 
 @njit(cache=True)

@@ -26,8 +26,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._cpu_bai_perron import (breaks_of, minus_2_loglik, optimal_partition, partition_rss, qr_fit_in_order,
-                              recursive_residuals, rss_triangle, triangle_memo)
+from ._cpu_bai_perron import (breaks_of, memo_chunks, minus_2_loglik, optimal_partition, partition_rss,
+                              qr_fit_in_order, recursive_residuals, rss_triangle, triangle_memo)
 from ._cpu_lane_inverse import inverse_lanes
 from ._cpu_lane_layout import (_LANES, _PACKED, _S_ALONE, _S_BETA, _S_BNEW, _S_COUNT, _S_CUM, _S_FIRST, _S_FULL, _S_G,
                                _S_MEAN, _S_OK, _S_P, _S_PNEW, _S_RHS, _S_ROWS, _S_RSS, _S_SCALE, _S_STAT, _S_TAKE,
@@ -566,8 +566,7 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
                           n_chunks, first, flagged)
         return first, flagged
     block = 16
-    # few chunks of consecutive blocks: a thread's triangle memo serves all its pixels
-    n_chunks = min(-(-n_pixels // block), 2 * numba.get_num_threads())
+    n_chunks = memo_chunks(n_pixels, block)
     _history_kernel(
         values, nodata, has_nodata,
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.history == "ROC",

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba import njit, prange
 
-from ._cpu_bai_perron import (breaks_of, memo_holds_room, memo_recorded, minus_2_loglik, optimal_partition,
-                              partition_rss, qr_fit_in_order, replay_triangles, rss_triangle, same_rows,
-                              triangle_memo)
+from ._cpu_bai_perron import (breaks_of, memo_chunks, memo_holds_room, memo_recorded, minus_2_loglik,
+                              optimal_partition, partition_rss, qr_fit_in_order, replay_triangles, rss_triangle,
+                              same_rows, triangle_memo)
 from ._cpu_series import compact_valid, load_tile
 from .bai_perron import LWZ_FACTOR, LWZ_POWER
 from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
@@ -289,8 +288,7 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     # a block keeps each pixel's (T, T) triangle until its programme runs: 16 pixels, or
     # as many as fit in 32 MiB per thread
     block = max(1, min(16, (32 << 20) // (8 * n_times * n_times + 1)))
-    # few chunks of consecutive blocks: a thread's triangle memo serves all its pixels
-    n_chunks = min(-(-n_pixels // block), 2 * numba.get_num_threads())
+    n_chunks = memo_chunks(n_pixels, block)
     _lite_kernel(
         values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
