@@ -25,7 +25,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._layout import clean_value, kernel_values, series_summaries
+from ._layout import centred_times, clean_value, kernel_values, series_summaries
 from ._params import STLPLUS_ZERO_WEIGHT, StlParams
 from ._status import StlStatus
 
@@ -938,8 +938,8 @@ def _neighbourhood_rows(prm):
 @njit(cache=True)
 def _block_status(y, prm, masked, low_masked, status, mask, nb_h, nb_span, valid, xv, sub_xv,
                   sub_start, sub_nv):
-    """Per lane (column) of the block y (NaN where missing): status, 0/1 valid ``mask``, missing values set to 0 in y; if
-    ``masked``, the neighbourhoods of every seasonal and trend evaluation, and of the
+    """Per lane (column) of the block y (NaN where missing): status, 0/1 valid ``mask``,
+    missing values set to 0 in y; if ``masked``, the neighbourhoods of every seasonal and trend evaluation, and of the
     low-pass' if ``low_masked`` (a lane whose status is not OK gets a dummy one and no
     share of the spans)."""
     n, p, ns, nt, nl = prm[0], prm[1], prm[2], prm[3], prm[4]
@@ -1098,24 +1098,21 @@ def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, ma
 
 
 @njit(parallel=True, cache=True)
-def _decompose_batch(values, has_nodata, nodata, prm, centered_t, n_chunks, tables, tabled,
-                     low_tabled, n_blocked, out_s, out_t, out_r, out_w, slope, amplitude,
+def _decompose_batch(values, has_nodata, nodata, prm, centered_t, denominator, n_chunks, tables,
+                     tabled, low_tabled, n_blocked, out_s, out_t, out_r, out_w, slope, amplitude,
                      status):
-    """STL of the series (columns) of the time-first data ``values`` (missing:
-    NaN, +-inf or ``nodata``), written time-first to ``out_s``, ``out_t``, ``out_r``
-    (remainder) and ``out_w`` (robustness weights), with each series' trend slope against
-    ``centered_t`` and seasonal amplitude: the first ``n_blocked`` BLOCK at a time, read
-    and written a date (row) at a time, the others (periodic fits, very long series) one
-    by one."""
+    """STL of the series (columns) of the time-first data ``values`` (missing: NaN, +-inf
+    or ``nodata``), written time-first to ``out_s``, ``out_t``, ``out_r`` (remainder) and
+    ``out_w`` (robustness weights), with each series' trend slope against ``centered_t``
+    (sum of squares ``denominator``) and seasonal amplitude: the first ``n_blocked``
+    BLOCK at a time, read and written a date (row) at a time, the others (periodic fits,
+    very long series) one by one."""
     n, n_series = values.shape
     p = prm[1]
     n_blocks = (n_blocked + BLOCK - 1) // BLOCK
     n_single = n_series - n_blocked
     n_seasonal, n_trend, n_low = _neighbourhood_rows(prm)
     n_nb = n_seasonal + n_trend + n_low
-    denominator = 0.0
-    for t in range(n):
-        denominator += centered_t[t] * centered_t[t]
     for c in prange(n_chunks):
         valid = np.empty(n, dtype=np.bool_)
         xv = np.empty(n, dtype=np.int64)
@@ -1267,9 +1264,8 @@ def decompose_cube(values, nodata, prm: StlParams, times, out_dtype):
             n_blocked = n_series
             # a chunk allocates its block's arrays once: few, large chunks
             n_chunks = min((n_series + BLOCK - 1) // BLOCK, numba.get_num_threads())
-        centered = np.ascontiguousarray(times - times.mean(), dtype=np.float64)
-        _decompose_batch(values, has_nodata, marker, codes, centered, n_chunks, tables, tabled,
-                         low_tabled, n_blocked, *outputs, slope, amplitude, status)
+        _decompose_batch(values, has_nodata, marker, codes, *centred_times(times), n_chunks, tables,
+                         tabled, low_tabled, n_blocked, *outputs, slope, amplitude, status)
     return outputs, slope, amplitude, status
 
 

@@ -83,6 +83,21 @@ def _nodata_in(dtype, nodata):
     return False, np.zeros((), dtype)[()]
 
 
+def centred_times(times):
+    """The times centred on their mean (float64: the trend slope's regressor) and their
+    sum of squares."""
+    centered = np.ascontiguousarray(times - times.mean(), dtype=np.float64)
+    return centered, _sum_of_squares(centered)
+
+
+@njit(cache=True)
+def _sum_of_squares(x):
+    total = 0.0
+    for t in range(x.shape[0]):
+        total += x[t] * x[t]
+    return total
+
+
 @njit(cache=True)
 def series_summaries(trend, seasonal, centered_t, denominator, period, cycle):
     """``(slope, amplitude)`` of one series: the OLS slope of its trend against the
@@ -115,12 +130,9 @@ def series_summaries(trend, seasonal, centered_t, denominator, period, cycle):
 
 
 @njit(parallel=True, cache=True)
-def _finish(y, seasonal, trend, weights, centered_t, period, out_s, out_t, out_r, out_w,
-            slope, amplitude):
+def _finish(y, seasonal, trend, weights, centered_t, denominator, period, out_s, out_t, out_r,
+            out_w, slope, amplitude):
     n_series, n_times = y.shape
-    denominator = 0.0
-    for t in range(n_times):
-        denominator += centered_t[t] * centered_t[t]
     for block in prange((n_series + TILE - 1) // TILE):
         s0 = block * TILE
         s1 = min(s0 + TILE, n_series)
@@ -144,8 +156,8 @@ def finish(series, seasonal, trend, weights, times, period, out_dtype):
     outputs = [np.empty((n_times, n_series), out_dtype) for _ in range(4)]
     slope = np.empty(n_series)
     amplitude = np.empty(n_series)
-    centered = np.ascontiguousarray(times - times.mean(), dtype=np.float64)
-    _finish(series, seasonal, trend, weights, centered, int(period), *outputs, slope, amplitude)
+    _finish(series, seasonal, trend, weights, *centred_times(times), int(period), *outputs, slope,
+            amplitude)
     return outputs, slope, amplitude
 
 
