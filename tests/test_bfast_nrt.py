@@ -149,9 +149,11 @@ def test_fit_from_any_engine(engine):
 
 
 def test_state_keeps_window_and_residual_sum():
-    """The state's window holds the last floor(h n) residuals, its sum their sum, and the
+    """The state's window (the history tail from slot m on, then the monitoring residuals
+    from row ``leaving`` on) holds the last floor(h n) residuals, its sum their sum, and the
     residual sum is the sum of all residuals from the history start (the OLS-CUSUM's
-    input): checked against residuals recomputed in NumPy from the state's fit."""
+    input); the median window holds consecutive ranks around the median: checked against
+    residuals recomputed in NumPy from the state's fit."""
     cube = _cube(0.3, shape=(2, 3))
     dates = build_time_axis(cube.dates, 23).time
     monitor = BfastMonitor(float(dates[70]), freq=23, history="all", engine="cpu").fit(cube.data, dates)
@@ -165,8 +167,18 @@ def test_state_keeps_window_and_residual_sum():
         r = y[rows] - X[rows] @ state["coefficients"][:, p]
         n = state["n_history"][p]
         w = int(np.floor(model["h"] * n))
-        j = np.arange(r.size - w, r.size)
-        np.testing.assert_allclose(state["window"][j % w, p], r[-w:], rtol=0, atol=1e-15)
+        m = r.size - n
+        monitoring = state["residuals"][:, p]
+        if m < w:
+            window = np.concatenate([state["tail"][m:w, p], monitoring[~np.isnan(monitoring)]])
+        else:
+            window = monitoring[state["leaving"][p]:]
+            window = window[~np.isnan(window)]
+        np.testing.assert_allclose(window, r[-w:], rtol=0, atol=1e-15)
+        below, count = state["median_below"][p], state["median_count"][p]
+        assert below + count + state["median_above"][p] == m
+        kept = np.sort(monitoring[~np.isnan(monitoring)])
+        np.testing.assert_array_equal(state["median_window"][:count, p], kept[below:below + count])
         np.testing.assert_allclose(state["window_sum"][p], r[-w:].sum(), rtol=0, atol=1e-13)
         np.testing.assert_allclose(state["residual_sum"][p], r.sum(), rtol=0, atol=1e-13)
         np.testing.assert_allclose(np.nanmedian(state["residuals"][:, p]), state["magnitude"][p], rtol=0, atol=0)
@@ -239,6 +251,9 @@ def test_cusum_process_from_the_state():
     state["residual_sum"][:] -= np.nansum(state["residuals"], axis=0)  # back to the history's sum
     state["n_monitor"][:] = 0
     state["residuals"][:] = np.nan
+    state["leaving"][:] = -1
+    for name in ("median_count", "median_below", "median_above"):
+        state[name][:] = 0
     nrt._advance_state(state, np.where(np.isnan(cube.data[70:90]), np.nan, cube.data[70:90]).reshape(20, -1)
                        .astype(float), np.arange(70, 90), nrt._design_rows(build_time_axis(dates[:90], 23),
                                                                               np.arange(70, 90), model), model)
@@ -259,3 +274,46 @@ def test_cusum_process_from_the_state():
         np.testing.assert_allclose(state["statistic"][p], np.max(np.abs(process)), rtol=1e-12)
         np.testing.assert_allclose(state["process_sum"][p], np.sum(process), rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(state["fitted_sum"][p], np.sum(y[rows][n:] - r[n:]), rtol=1e-13)
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_median_window_is_exact(size):
+    """The median window (any size) gives np.median of all values after every insertion:
+    values with ties, a drift that walks the median out of the window (rebuilds), and
+    values that alternate around it; the window always holds consecutive ranks."""
+    from tscube.bfast import nrt
+
+    rng = np.random.default_rng(size)
+    rebuilt = []
+    for series in (rng.integers(0, 6, 60).astype(float), np.cumsum(rng.normal(-0.3, 1.0, 80)),
+                   np.concatenate([rng.normal(0, 1, 30), rng.normal(-5, 1, 50)]),
+                   np.arange(40.0) * (-1.0) ** np.arange(40)):
+        residuals = np.full((series.size, 1), np.nan)
+        window = np.full((size, 1), np.nan)
+        count = below = above = 0
+        rebuilds = 0
+        for i, v in enumerate(series):
+            residuals[i, 0] = v
+            count, below, above = nrt._window_insert(v, window, 0, count, below, above)
+            if not nrt._holds_median(count, below, above):
+                count, below, above = nrt._rebuild_window(window, 0, count + below + above, residuals)
+                rebuilds += 1
+            assert below + count + above == i + 1
+            np.testing.assert_array_equal(window[:count, 0], np.sort(series[:i + 1])[below:below + count])
+            assert nrt._window_median(window, 0, count, below, above) == np.median(series[:i + 1])
+        rebuilt.append(rebuilds)
+    assert 0 < rebuilt[2] < 80 // size  # the shift after the break: a rebuild every ~size values
+
+
+def test_update_touches_no_earlier_residual():
+    """An update grows the residual store in the spare rows of its buffer: the earlier
+    rows are not copied (the same memory), and the new rows hold the new residuals."""
+    cube = _cube(0.3, shape=(2, 3))
+    monitor = BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:80], cube.dates[:80])
+    monitor.update(cube.data[80:81], cube.dates[80:81])
+    before = monitor.state_["residuals"]
+    monitor.update(cube.data[81:83], cube.dates[81:83])
+    after = monitor.state_["residuals"]
+    assert after.shape[0] == before.shape[0] + 2 and np.shares_memory(after, before)
+    np.testing.assert_array_equal(after[:before.shape[0]], before)
+    assert np.array_equal(np.isnan(after[-2:]), np.isnan(cube.data[81:83].reshape(2, -1)))

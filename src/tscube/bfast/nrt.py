@@ -17,8 +17,10 @@ The state of a pixel (flat arrays over pixel lanes; names in :data:`STATE_FIELDS
   parametrisation, see ``trend_centre``/``trend_scale``), ``sigma``, ``n_history`` and
   ``history_begin`` (index of the first history date), and ``fitted_status``, the
   status the pixel has whenever it has monitoring data;
-* the MOSUM window: the last ``floor(h n)`` residuals in a ring (``window``, slot
-  ``j mod floor(h n)`` for the j-th residual from the history start) and their sum;
+* the MOSUM window, without a ring that every update would rewrite: ``tail``, the last
+  ``floor(h n)`` history residuals in date order (fixed at fit time), and ``leaving``, the
+  residual row of the next monitoring residual to leave the window (the window's oldest
+  once ``floor(h n)`` monitoring residuals have come); and the window's sum;
 * running sums from the history start that every type of monitoring process needs:
   ``residual_sum`` (sum of all residuals, the OLS-CUSUM process), ``process_sum`` (for
   the mean process) and ``statistic`` (max |process|); ``fitted_sum``, the sum of the
@@ -26,10 +28,17 @@ The state of a pixel (flat arrays over pixel lanes; names in :data:`STATE_FIELDS
   denominator, where the result has one);
 * the first break (``break_index``; its time comes from the dates), the counts;
 * ``residuals``: every monitoring residual (time x pixel, NaN where missing), because
-  R's magnitude is the median of *all* of them. No smaller structure is exact: the
-  median of a set that keeps growing can move, one rank per new value, to any of its
-  elements, so every one may be needed again (a two-heap median keeps them all too).
-  ``magnitude`` is kept up to date with them.
+  R's magnitude is the median of *all* of them: the median of a growing set can move, one
+  rank per new value, to any of its elements, so every one may be needed again;
+* ``median_window``: the ``MEDIAN_WINDOW`` residuals of consecutive ranks around the
+  median, sorted, with the numbers of residuals below and above them
+  (``median_below``, ``median_above``, ``median_count`` filled slots). A new residual
+  outside the window only moves a count; one inside is inserted (the end farther from the
+  median drops out). While the window holds the middle ranks, ``magnitude`` comes from it
+  exactly (the same values, the same ``0.5 (a + b)``); when the median has walked out of
+  it (after about ``MEDIAN_WINDOW`` residuals on one side, e.g. after a break), it is
+  rebuilt from the pixel's residuals. So an update costs O(1) per pixel and new image,
+  not O(monitoring dates).
 
 The update kernel runs on the cpu (numba, over pixel lanes) whatever engine made the
 fit: per new image it reads and writes a few numbers per pixel plus the residual
@@ -45,16 +54,20 @@ import numpy as np
 from numba import njit, prange
 
 from ..timeaxis import TIME_TOL, build_time_axis
-from ._cpu import _median, _solve_equilibrated, add_normal_row, mirror_lower, process_bound
+from ._cpu import _solve_equilibrated, add_normal_row, mirror_lower, process_bound
 from .design import build_design
 from .plan import PERFECT_FIT_RTOL, invalid_mask
 from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus
 
 #: Version of the state layout (saved with the state; another version is not loaded).
-STATE_VERSION = 1
+STATE_VERSION = 2
 
-#: Per-pixel state arrays (name -> dtype). ``coefficients`` is ``(k, P)``, ``window``
-#: ``(W, P)`` and ``residuals`` ``(M, P)`` (M monitoring dates); the others ``(P,)``.
+#: Residuals kept around the median of every pixel (the rows of ``median_window``).
+MEDIAN_WINDOW = 16  # >= 2: both middle ranks of an even count
+
+#: Per-pixel state arrays (name -> dtype). ``coefficients`` is ``(k, P)``, ``tail``
+#: ``(W, P)``, ``median_window`` ``(MEDIAN_WINDOW, P)`` and ``residuals`` ``(M, P)`` (M
+#: monitoring dates); the others ``(P,)``.
 STATE_FIELDS = {
     "fitted_status": np.int8,
     "history_begin": np.int64,
@@ -64,7 +77,8 @@ STATE_FIELDS = {
     "n_inf": np.int32,
     "coefficients": np.float64,
     "sigma": np.float64,
-    "window": np.float64,
+    "tail": np.float64,
+    "leaving": np.int64,
     "window_sum": np.float64,
     "residual_sum": np.float64,
     "fitted_sum": np.float64,
@@ -72,6 +86,10 @@ STATE_FIELDS = {
     "statistic": np.float64,
     "break_index": np.int64,
     "magnitude": np.float64,
+    "median_window": np.float64,
+    "median_count": np.int32,
+    "median_below": np.int32,
+    "median_above": np.int32,
     "residuals": np.float64,
 }
 
@@ -98,13 +116,13 @@ def _residual(y, X, t, coef):
 
 
 @njit(parallel=True, cache=True)
-def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, window, window_sum, residual_sum,
+def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tail, window_sum, residual_sum,
                  singular, perfect):
     """History OLS of every lane with ``fit[p]``: valid rows ``first[p] <= t < stop`` of
-    ``Y`` (NaN = missing). Writes the coefficients, sigma, the ring of the last
-    ``floor(h n)`` residuals and its sum, the residual sum; flags singular fits (also a
-    history missing a season level, as the engines: ``levels``, ``all_levels``) and exact
-    fits."""
+    ``Y`` (NaN = missing). Writes the coefficients, sigma, the last ``floor(h n)``
+    residuals in date order (``tail``) and their sum, the residual sum; flags singular fits
+    (also a history missing a season level, as the engines: ``levels``, ``all_levels``)
+    and exact fits."""
     P = Y.shape[1]
     k = X.shape[1]
     for p in prange(P):
@@ -132,17 +150,17 @@ def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, win
         w = int(math.floor(h * n))
         rss = 0.0
         total = 0.0
+        wsum = 0.0  # chronological order, as the engines sum it
         i = 0
         for t in range(first[p], stop):
             if not math.isnan(Y[t, p]):
                 r = _residual(Y[t, p], X, t, coef)
                 rss += r * r
                 total += r
-                window[i % w, p] = r
+                if i >= n - w:
+                    tail[i - (n - w), p] = r
+                    wsum += r
                 i += 1
-        wsum = 0.0
-        for q in range(n - w, n):  # chronological order, as the engines sum it
-            wsum += window[q % w, p]
         s = math.sqrt(rss / (n - k))
         for a in range(k):
             beta[a, p] = coef[a]
@@ -152,14 +170,95 @@ def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, win
         perfect[p] = s <= PERFECT_FIT_RTOL * ymax
 
 
+@njit(cache=True)
+def _window_insert(v, window, p, count, below, above):
+    """Insert the residual ``v`` into the sorted median window of lane ``p`` (``count``
+    filled slots, ``below``/``above`` residuals outside it); returns the new
+    ``(count, below, above)``. The window keeps consecutive ranks: a value beyond an end
+    with residuals outside it only counts; a full window drops the end farther from the
+    middle ranks."""
+    if count > 0 and v < window[0, p] and below > 0:
+        return count, below + 1, above
+    if count > 0 and v > window[count - 1, p] and above > 0:
+        return count, below, above + 1
+    largest = window[count - 1, p] if count > 0 else v
+    i = count
+    while i > 0 and window[i - 1, p] > v:
+        if i < window.shape[0]:
+            window[i, p] = window[i - 1, p]
+        i -= 1
+    if i < window.shape[0]:
+        window[i, p] = v
+    if count < window.shape[0]:
+        return count + 1, below, above
+    # ``count + 1`` values of ranks below .. below + count, the last one not stored if it
+    # was the largest: drop an end
+    n = below + count + 1 + above
+    room_low = (n - 1) // 2 - below
+    room_high = below + count - n // 2
+    if room_low > room_high:  # drop the lowest (the window is shifted down by one)
+        top = v if i == count else largest
+        for u in range(count - 1):
+            window[u, p] = window[u + 1, p]
+        window[count - 1, p] = top
+        return count, below + 1, above
+    return count, below, above + 1  # the largest (v, or the last slot's old value) is out
+
+
+@njit(cache=True)
+def _holds_median(count, below, above):
+    """Whether a median window (``count`` slots, ``below``/``above`` outside) holds the
+    middle ranks of its residuals."""
+    n = below + count + above
+    return below <= (n - 1) // 2 and n // 2 < below + count
+
+
+@njit(cache=True)
+def _rebuild_window(window, p, n, residuals):
+    """Refill the median window of lane ``p`` from its ``n`` residuals (the non-NaN values
+    of ``residuals[:, p]``), centred on their middle ranks; returns ``(count, below, above)``."""
+    values = np.empty(n)
+    m = 0
+    for t in range(residuals.shape[0]):
+        r = residuals[t, p]
+        if not math.isnan(r):
+            values[m] = r
+            m += 1
+    values = np.sort(values[:m])
+    size = window.shape[0]
+    count = min(size, m)
+    below = min(max((m - 1) // 2 - (size - 1) // 2, 0), m - count)
+    for u in range(count):
+        window[u, p] = values[below + u]
+    return count, below, m - below - count
+
+
+@njit(cache=True)
+def _window_median(window, p, count, below, above):
+    """The median of all residuals of lane ``p`` from a window that holds the middle ranks
+    (as :func:`tscube.bfast._cpu._median`: the middle value, or ``0.5 (a + b)``); NaN
+    without residuals."""
+    n = below + count + above
+    if n == 0:
+        return np.nan
+    lower = (n - 1) // 2 - below
+    upper = n // 2 - below
+    if lower == upper:
+        return window[lower, p]
+    return 0.5 * (window[lower, p] + window[upper, p])
+
+
 @njit(parallel=True, cache=True)
-def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval, cusum, n_monitor, window,
-             window_sum, residual_sum, fitted_sum, process_sum, statistic, break_index, residuals):
-    """Run the monitoring of every lane over the new dates ``Y`` (rows: time indices
-    ``index``, design rows ``X``): residuals, the MOSUM window, the process (OLS-MOSUM, or
-    OLS-CUSUM if ``cusum``) and its running statistics, the first boundary crossing.
-    ``fitted`` lanes get residuals; ``monitored`` ones (fitted, sigma > 0) the process.
-    Counts the valid new values of every lane in ``n_monitor``."""
+def _advance(Y, X, index, offset, monitored, fitted, beta, sigma, n_history, h, critval, cusum, n_monitor, tail,
+             leaving, window_sum, residual_sum, fitted_sum, process_sum, statistic, break_index, residuals,
+             median_window, median_count, median_below, median_above, magnitude):
+    """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
+    design rows ``X``, residual rows from ``offset``): residuals, the MOSUM window, the
+    process (OLS-MOSUM, or OLS-CUSUM if ``cusum``) and its running statistics, the first
+    boundary crossing, the median window and the magnitude. ``fitted`` lanes get residuals
+    and a magnitude; ``monitored`` ones (fitted, sigma > 0) the process. Counts the valid
+    new values of every lane in ``n_monitor``. O(1) per lane and date, but for a
+    rebuilt median window."""
     P = Y.shape[1]
     T = Y.shape[0]
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
@@ -179,22 +278,35 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
         total = process_sum[p]
         biggest = statistic[p]
         first = break_index[p]
+        oldest = leaving[p]
+        filled, below, above = median_count[p], median_below[p], median_above[p]
         coef = beta[:, p].copy()
         for i in range(T):
             y = Y[i, p]
             if math.isnan(y):
                 continue
             r = _residual(y, X, i, coef)
-            residuals[i, p] = r
+            row = offset + i
+            residuals[row, p] = r
             predicted += y - r
             rsum += r
-            j = n + count  # 0-based position of r from the history start
+            filled, below, above = _window_insert(r, median_window, p, filled, below, above)
+            m = count  # r is the m-th monitoring residual (0-based), n + m from the history start
             count += 1
+            if m == 0:
+                oldest = row
             if not monitored[p]:
                 continue
-            slot = j % w
-            wsum += r - window[slot, p]
-            window[slot, p] = r
+            if m < w:  # the residual leaving the window: a history one ...
+                out = tail[m, p]
+            elif w == 0:
+                out = r
+            else:  # ... or the monitoring residual m - w, whose row is ``oldest``
+                out = residuals[oldest, p]
+                oldest += 1
+                while math.isnan(residuals[oldest, p]):
+                    oldest += 1
+            wsum += r - out
             value = (rsum if cusum else wsum) * scale
             total += value
             size = abs(value)
@@ -202,8 +314,10 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
                 biggest = size
             if first >= 0 or not (cusum or size > flat_bound):  # the log only when needed
                 continue
-            if size > process_bound((j + 1) / n, critval, cusum):  # j + 1: t from the history start
+            if size > process_bound((n + m + 1) / n, critval, cusum):  # t from the history start
                 first = index[i]
+        if not _holds_median(filled, below, above):
+            filled, below, above = _rebuild_window(median_window, p, filled + below + above, residuals)
         n_monitor[p] = count
         window_sum[p] = wsum
         residual_sum[p] = rsum
@@ -211,35 +325,9 @@ def _advance(Y, X, index, monitored, fitted, beta, sigma, n_history, h, critval,
         process_sum[p] = total
         statistic[p] = biggest
         break_index[p] = first
-
-
-_MEDIAN_LANES = 64
-
-
-@njit(parallel=True, cache=True)
-def _median_lanes(R, fitted, out):
-    """Median of the non-NaN values of each column of ``R`` (M, P) for the ``fitted``
-    lanes (NaN when none); blocks of lanes are transposed first, so that every value is
-    read once from memory and each median runs over contiguous values."""
-    M, P = R.shape
-    n_blocks = (P + _MEDIAN_LANES - 1) // _MEDIAN_LANES
-    for block in prange(n_blocks):
-        p0 = block * _MEDIAN_LANES
-        width = min(_MEDIAN_LANES, P - p0)
-        values = np.empty((_MEDIAN_LANES, max(M, 1)))
-        counts = np.zeros(_MEDIAN_LANES, dtype=np.int64)
-        scratch = np.empty(2 * max(M, 1))
-        for t in range(M):
-            for q in range(width):
-                v = R[t, p0 + q]
-                if not math.isnan(v):
-                    values[q, counts[q]] = v
-                    counts[q] += 1
-        for q in range(width):
-            if fitted[p0 + q] and counts[q] > 0:
-                out[p0 + q] = _median(values[q], 0, counts[q], scratch)
-            else:
-                out[p0 + q] = np.nan
+        leaving[p] = oldest
+        median_count[p], median_below[p], median_above[p] = filled, below, above
+        magnitude[p] = _window_median(median_window, p, filled, below, above)
 
 
 # --------------------------------------------------------------------------------------
@@ -269,10 +357,12 @@ def _as_lanes(values: np.ndarray, nodata) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> dict[str, np.ndarray]:
-    shapes = {"coefficients": (k, n_pixels), "window": (window, n_pixels), "residuals": (n_monitor_dates, n_pixels)}
+    shapes = {"coefficients": (k, n_pixels), "tail": (window, n_pixels), "median_window": (MEDIAN_WINDOW, n_pixels),
+              "residuals": (n_monitor_dates, n_pixels)}
     state = {}
     for name, dtype in STATE_FIELDS.items():
-        fill = -1 if name in ("break_index", "history_begin") else (0 if np.issubdtype(dtype, np.integer) else np.nan)
+        fill = -1 if name in ("break_index", "history_begin", "leaving") else (
+            0 if np.issubdtype(dtype, np.integer) else np.nan)
         state[name] = np.full(shapes.get(name, (n_pixels,)), fill, dtype=dtype)
     for name in ("window_sum", "residual_sum", "fitted_sum", "process_sum", "statistic"):
         state[name][:] = 0.0
@@ -333,7 +423,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     perfect = np.zeros(n_pixels, dtype=np.bool_)
     levels, all_levels = design.kernel_levels()
     _fit_history(Y, design.matrix, levels, all_levels, np.maximum(state["history_begin"], 0), begin, fit, h,
-                 state["coefficients"], state["sigma"], state["window"], state["window_sum"], state["residual_sum"],
+                 state["coefficients"], state["sigma"], state["tail"], state["window_sum"], state["residual_sum"],
                  singular, perfect)
     # pixels without monitoring data: the engine stopped before the checks a fit makes
     fitted[unmonitored & singular] = BfastStatus.SINGULAR_DESIGN
@@ -366,18 +456,36 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
 
 
 def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict) -> None:
-    """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in place."""
+    """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in
+    place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN)."""
     fitted_status = state["fitted_status"]
     fitted = np.isin(fitted_status, _FITTED_CODES)
     monitored = np.isin(fitted_status, _MONITORED_CODES)
     offset = state["residuals"].shape[0] - Y.shape[0]
-    residuals = np.full(Y.shape, np.nan)
-    _advance(Y, X, rows.astype(np.int64), monitored, fitted, state["coefficients"], state["sigma"], state["n_history"],
-             model["h"], model["critval"], model["type"] == "OLS-CUSUM", state["n_monitor"], state["window"],
-             state["window_sum"], state["residual_sum"], state["fitted_sum"], state["process_sum"],
-             state["statistic"], state["break_index"], residuals)
-    state["residuals"][offset:] = residuals
-    _median_lanes(state["residuals"], fitted, state["magnitude"])
+    _advance(Y, X, rows.astype(np.int64), offset, monitored, fitted, state["coefficients"], state["sigma"],
+             state["n_history"], model["h"], model["critval"], model["type"] == "OLS-CUSUM", state["n_monitor"],
+             state["tail"], state["leaving"], state["window_sum"], state["residual_sum"], state["fitted_sum"],
+             state["process_sum"], state["statistic"], state["break_index"], state["residuals"],
+             state["median_window"], state["median_count"], state["median_below"], state["median_above"],
+             state["magnitude"])
+
+
+def _more_rows(rows: np.ndarray, extra: int) -> np.ndarray:
+    """``rows`` ``(M, P)`` followed by ``extra`` rows of NaN. The rows live at the start of
+    a buffer with spare capacity (it doubles when full), so an update does not copy the
+    residuals of every earlier date: the result is a longer view of the same buffer when
+    it has room."""
+    M, P = rows.shape
+    base = rows.base
+    if (isinstance(base, np.ndarray) and base.ndim == 2 and base.shape[1] == P and base.shape[0] >= M + extra
+            and base.flags.c_contiguous and rows.__array_interface__["data"][0] == base.__array_interface__["data"][0]):
+        grown = base[:M + extra]
+    else:
+        buffer = np.empty((max(2 * M, M + extra, 16), P), dtype=rows.dtype)
+        buffer[:M] = rows
+        grown = buffer[:M + extra]
+    grown[M:] = np.nan
+    return grown
 
 
 def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates) -> dict:
@@ -385,7 +493,8 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
 
     ``dates`` are all the dates the state has seen; ``new_dates`` must all be later.
     The per-pixel arrays of ``state`` are updated in place (no copy of the state); the
-    residual store grows, so the returned state holds a new ``residuals`` array.
+    residual store grows (into its buffer's spare rows), so the returned state holds a new
+    ``residuals`` array.
     """
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
@@ -393,7 +502,7 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
     rows = np.arange(n_old, len(all_dates))
     X = _design_rows(axis, rows, model)
     Y, valid, is_inf = _as_lanes(values, model["nodata"])
-    new = dict(state, residuals=np.concatenate([state["residuals"], np.empty((len(rows), Y.shape[1]))]))
+    new = dict(state, residuals=_more_rows(state["residuals"], len(rows)))
     new["n_valid"] += valid.sum(axis=0, dtype=np.int32)
     new["n_inf"] += is_inf.sum(axis=0, dtype=np.int32)
     _advance_state(new, Y, rows, X, model)
@@ -460,7 +569,8 @@ def state_result(state: dict, model: dict, dates) -> dict[str, np.ndarray]:
 # the state as an xarray.Dataset (what is saved)
 
 #: Extra dimension of each multi-row state array.
-_STATE_DIMS = {"coefficients": "coefficient", "window": "window_slot", "residuals": "monitor_time"}
+_STATE_DIMS = {"coefficients": "coefficient", "tail": "window_slot", "median_window": "median_slot",
+               "residuals": "monitor_time"}
 #: Prefix of the state variables in a saved dataset (the others are the result and ``alert``).
 STATE_PREFIX = "state_"
 
