@@ -7,7 +7,8 @@ times, in one run (best of ``--repeat``):
 
 * ``read``: reading the new image and the whole saved state (what an update must touch);
 * ``update``: read both, update the state (cpu kernels), write the new state (Zarr);
-* ``update-kernel``: the update of the in-memory state alone;
+* ``update-kernel``: the update of the in-memory state alone (a state whose residual rows
+  have spare capacity, as after any earlier update);
 * ``full-rerun``: reading the whole cube and ``bfast_monitor`` on it (cpu engine), what
   an operational run without a state does for every new image.
 
@@ -106,8 +107,12 @@ def main() -> None:
             return new
 
         image, state, model, old = read()
-        update_state = lambda: nrt.update_state({k: v.copy() for k, v in state.items()}, model, old,  # noqa: E731
-                                                image.reshape(1, -1), dates[-1:])
+        # fresh copies, made before the clock starts; the residual rows with spare capacity,
+        # as a state that has been updated before holds them (an update then copies none)
+        copies = [{k: nrt._more_rows(v, 0) if k == "residuals" else v.copy() for k, v in state.items()}
+                  for _ in range(args.repeat + 1)]
+        update_state = lambda: nrt.update_state(copies.pop(), model, old, image.reshape(1, -1),  # noqa: E731
+                                                dates[-1:])
         update_state()  # compile
         read_s, _ = _best(args.repeat, read)
         kernel_s, _ = _best(args.repeat, update_state)
@@ -123,7 +128,7 @@ def main() -> None:
         rows_out = [
             dict(step="read", seconds=read_s, note="new image + whole state from Zarr"),
             dict(step="update", seconds=update_s, note="read + update + write the new state (Zarr)"),
-            dict(step="update-kernel", seconds=kernel_s, note="update of the in-memory state (incl. one copy of it)"),
+            dict(step="update-kernel", seconds=kernel_s, note="update of the in-memory state (kernels only)"),
             dict(step="full-rerun", seconds=rerun_s, note=f"read the {args.dates}-date cube + bfast_monitor"),
             dict(step="fit", seconds=fit_s, note=f"fit on {args.dates - 1} dates (once)"),
         ]

@@ -280,12 +280,13 @@ def _advance(Y, X, index, offset, monitored, fitted, beta, sigma, n_history, h, 
         first = break_index[p]
         oldest = leaving[p]
         filled, below, above = median_count[p], median_below[p], median_above[p]
-        coef = beta[:, p].copy()
         for i in range(T):
             y = Y[i, p]
             if math.isnan(y):
                 continue
-            r = _residual(y, X, i, coef)
+            r = y
+            for a in range(X.shape[1]):  # as _residual, from the lane's coefficients in place
+                r -= X[i, a] * beta[a, p]
             row = offset + i
             residuals[row, p] = r
             predicted += y - r
@@ -480,8 +481,8 @@ def _more_rows(rows: np.ndarray, extra: int) -> np.ndarray:
     if (isinstance(base, np.ndarray) and base.ndim == 2 and base.shape[1] == P and base.shape[0] >= M + extra
             and base.flags.c_contiguous and rows.__array_interface__["data"][0] == base.__array_interface__["data"][0]):
         grown = base[:M + extra]
-    else:
-        buffer = np.empty((max(2 * M, M + extra, 16), P), dtype=rows.dtype)
+    else:  # NaN-filled now: the pages of the spare rows are touched once, not by each update
+        buffer = np.full((max(2 * M, M + extra, 16), P), np.nan, dtype=rows.dtype)
         buffer[:M] = rows
         grown = buffer[:M + extra]
     grown[M:] = np.nan
