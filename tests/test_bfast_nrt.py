@@ -317,3 +317,44 @@ def test_update_touches_no_earlier_residual():
     assert after.shape[0] == before.shape[0] + 2 and np.shares_memory(after, before)
     np.testing.assert_array_equal(after[:before.shape[0]], before)
     assert np.array_equal(np.isnan(after[-2:]), np.isnan(cube.data[81:83].reshape(2, -1)))
+
+
+def test_update_saved_in_place_equals_the_full_run(tmp_path):
+    """A monitor saved to .zarr and updated there (update_saved: the on-disk state, in
+    place) in 1 and 3 steps equals the in-memory updates and the full run; a refused
+    update leaves the saved state alone."""
+    from tscube.bfast import _nrt_store
+    from tscube.bfast.nrt import update_saved
+
+    cube = _cube(0.5)
+    full = bfast_monitor(cube.data, cube.dates, cube.dates[70], freq=23, engine="cpu")
+    for steps in ([120], [95, 96, 120]):
+        path = tmp_path / f"state{len(steps)}.zarr"
+        monitor = BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90])
+        monitor.save(path)
+        done = 90
+        for until in steps:
+            alert = update_saved(path, cube.data[done:until], cube.dates[done:until])
+            np.testing.assert_array_equal(alert, monitor.update(cube.data[done:until], cube.dates[done:until]))
+            done = until
+        loaded = BfastMonitor.load(path)
+        for name, array in monitor.state_.items():
+            np.testing.assert_array_equal(loaded.state_[name], array, err_msg=name)
+        assert_equal_to_full_run(loaded.result(), full, cube.data, rtol=1e-10)
+        with xr_or_skip().open_zarr(path) as ds:
+            np.testing.assert_array_equal(ds["break_index"].values, full.break_index)
+            assert ds.attrs[_nrt_store.GENERATION_ATTR] == len(steps)
+    before = _nrt_store.load_state(path)
+    with pytest.raises(ValueError, match="not after the last monitored date"):
+        update_saved(path, cube.data[100:101], cube.dates[100:101])
+    with pytest.raises(ValueError, match="shaped"):
+        update_saved(path, cube.data[100:101, :2], cube.dates[100:101])
+    after = _nrt_store.load_state(path)
+    np.testing.assert_array_equal(after[1], before[1])
+    assert after[2] == before[2]
+    for name in before[0]:
+        np.testing.assert_array_equal(after[0][name], before[0][name])
+
+
+def xr_or_skip():
+    return pytest.importorskip("xarray")

@@ -1,10 +1,15 @@
 """``tscube monitor --update``: a growing input monitored date by date equals the full run;
-refusals; kill -9 during an update and during its swap; the previous state stays whole."""
+refusals; kill -9 before an update's commit and a death while it writes the result; the
+previous state stays whole."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -17,11 +22,11 @@ pytest.importorskip("zarr")
 from rasterio.transform import from_origin  # noqa: E402
 
 from tscube import bfast_monitor  # noqa: E402
-from tscube.bfast import _nrt_xarray  # noqa: E402
-from tscube.runs import RECORD_NAME, _quiet_zarr  # noqa: E402
+from tscube.bfast import _nrt_store  # noqa: E402
+from tscube.runs import _quiet_zarr  # noqa: E402
 
 from test_bfast_nrt import assert_equal_to_full_run  # noqa: E402
-from test_runs import _run_and_kill, tree_bytes, tscube  # noqa: E402
+from test_runs import tree_bytes, tscube  # noqa: E402
 
 NODATA = -3000
 N_DATES, ROWS, COLS = 64, 6, 8
@@ -96,7 +101,7 @@ def test_updates_equal_the_full_run(tmp_path, raw, fit_at, steps):
         stored = _Stored(out)
         assert_equal_to_full_run(stored, full_run(raw, until), raw[:until], rtol=1e-10)
         np.testing.assert_array_equal(stored.alert, (before < 0) & (stored.break_index >= 0))
-        np.testing.assert_array_equal(stored.ds["date"].values, DATES[:until].values)
+        np.testing.assert_array_equal(_nrt_store.state_dates(out), DATES[:until].values)
     assert np.count_nonzero(stored.break_index >= 0) > 0
     again = tscube(*update_args(grow(tmp_path, raw, 64), out))
     assert again.exit_code == 0 and "up to date" in again.output
@@ -159,44 +164,73 @@ def updated(raw, tmp_path_factory):
     return fitted, stack, done
 
 
+def _committed(out):
+    """The committed state of ``out`` (arrays, dates, generation) and its result's bytes."""
+    state, dates, generation = _nrt_store.load_state(out)
+    result = {path: data for path, data in tree_bytes(out).items() if _nrt_store.STATE_DIR not in str(path)}
+    return state, dates, generation, result
+
+
+def _assert_same_state(a, b):
+    for name in a[0]:
+        np.testing.assert_array_equal(a[0][name], b[0][name], err_msg=name)
+    np.testing.assert_array_equal(a[1], b[1])
+    assert a[2] == b[2] and a[3] == b[3]
+
+
 def test_killed_update_resumes_to_byte_identical_state(updated, tmp_path):
+    """kill -9 between the update's writes and its commit: the committed state and the
+    result are the previous ones; the same command finishes the same update, same bytes."""
     fitted, stack, done = updated
     out = tmp_path / "alerts.zarr"
     shutil.copytree(fitted, out)
-    previous = tree_bytes(out)
-    pending, _ = _nrt_xarray.sidecar_paths(out)
-    env = dict(os.environ, TSCUBE_TEST_CHUNK_DELAY="0.4")
-    assert _run_and_kill(update_args(stack, out), pending / RECORD_NAME, env) >= 1
-    assert tree_bytes(out) == previous  # the interrupted update did not touch the state
+    previous = _committed(out)
+    residuals = _nrt_store.state_dir(out) / _nrt_store.RESIDUALS
+    size = residuals.stat().st_size
+    env = dict(os.environ, **{_nrt_store.PAUSE_ENV: "30"})
+    process = subprocess.Popen([sys.executable, "-m", "tscube.cli", *map(str, update_args(stack, out))], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while residuals.stat().st_size == size and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.02)
+        assert residuals.stat().st_size > size, "the update did not start writing"
+        time.sleep(0.5)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    _assert_same_state(_committed(out), previous)  # written, not committed: the previous state
 
     result = tscube(*update_args(stack, out))
     assert result.exit_code == 0, result.output
-    assert "resuming" in result.output
+    assert "updating alerts.zarr" in result.output
     assert tree_bytes(out) == tree_bytes(done)
-    assert not pending.exists()
 
 
-def test_update_killed_between_the_renames_is_finished(updated, tmp_path, monkeypatch):
+def test_update_killed_while_writing_the_result_is_repaired(updated, tmp_path, monkeypatch):
+    """An update that committed its state but died writing the result: the next run
+    rewrites the result (it shows the committed state), same bytes as uninterrupted."""
     fitted, stack, done = updated
     out = tmp_path / "alerts.zarr"
     shutil.copytree(fitted, out)
-    real_replace = _nrt_xarray._rename
-    calls = []
+    real_write = _nrt_store.write_result
 
-    def crash_on_second(src, dst):
-        calls.append(src)
-        if len(calls) == 2:
-            raise SystemExit("killed")
-        real_replace(src, dst)
+    def die_half_way(root, state, model, dates, alert, generation):
+        import zarr
 
-    monkeypatch.setattr(_nrt_xarray, "_rename", crash_on_second)
+        group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
+        group["magnitude"][...] = np.nan  # part of the result written, then killed
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(_nrt_store, "write_result", die_half_way)
     crashed = tscube(*update_args(stack, out))
-    assert crashed.exit_code != 0 and not out.exists()
-    monkeypatch.setattr(_nrt_xarray, "_rename", real_replace)
+    assert crashed.exit_code != 0
+    monkeypatch.setattr(_nrt_store, "write_result", real_write)
 
     result = tscube(*update_args(stack, out))
     assert result.exit_code == 0, result.output
-    assert "finished the interrupted replacement" in result.output and "up to date" in result.output
+    assert "rewrote the result" in result.output and "up to date" in result.output
     assert tree_bytes(out) == tree_bytes(done)
 
 

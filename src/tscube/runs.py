@@ -293,10 +293,13 @@ def _summarise(record: dict, status_enum, computed_now: int, output) -> RunSumma
 
 @contextmanager
 def _quiet_zarr():
-    """Silence zarr's notes on consolidated metadata (not yet Zarr v3) and on the run record file."""
+    """Silence zarr's notes on consolidated metadata (not yet Zarr v3) and on the files
+    tscube keeps in a store besides its arrays (the run record, hidden ``.name`` entries
+    such as a monitoring state's directory)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*[Cc]onsolidated metadata.*")
         warnings.filterwarnings("ignore", message=f".*{RECORD_NAME} is not recognized as a component.*")
+        warnings.filterwarnings("ignore", message=r".*Object at \.\S* is not recognized as a component.*")
         yield
 
 

@@ -1,32 +1,29 @@
-"""Near-real-time BFAST Monitor over xarray, chunk by chunk, and its resumable file runs.
+"""Near-real-time BFAST Monitor over xarray, and ``tscube monitor --update``.
 
-:func:`nrt_fit_xarray` and :func:`nrt_update_xarray` define the state dataset of
-:mod:`tscube.bfast.nrt` lazily over the pixel chunks of a cube; :func:`run_nrt` computes
-them into a Zarr store with :func:`tscube.runs.run_chunked` (``tscube monitor --update``):
+:func:`nrt_fit_xarray` defines the state dataset of :mod:`tscube.bfast.nrt` lazily over
+the pixel chunks of a cube; :func:`run_nrt` runs it into a Zarr store:
 
-* no store yet: the fit is run into it (resumable like any run);
-* a complete store: only the input's dates after its last date are monitored. The
-  updated state goes, chunk by chunk and resumably, to the sidecar store
-  ``.OUT.update.zarr``; when complete it replaces ``OUT`` by two renames
-  (``OUT -> .OUT.previous``, sidecar ``-> OUT``), then ``.OUT.previous`` is removed. A
-  run killed at any point leaves ``OUT`` or ``.OUT.previous`` whole, and the next run
-  first finishes or undoes the swap (:func:`_recover`), so the previous state is never
-  corrupted and the rerun finishes the same update with the same bytes.
+* no store yet: the fit is run into it with :func:`tscube.runs.run_chunked` (chunked and
+  resumable like any run), then its state arrays move to the store's state directory
+  (:func:`tscube.bfast._nrt_store.adopt_dataset_state`);
+* a complete store: only the input's dates after its last date are monitored, in place
+  (:func:`tscube.bfast._nrt_store.update_state_files`, then the result is rewritten): one
+  new image costs O(1) per pixel, and a killed update leaves the previous state whole
+  and is finished, with the same bytes, by the same command.
 """
 
 from __future__ import annotations
 
-from os import replace as _rename  # (a name of this module: tests interrupt the swap through it)
 from pathlib import Path
 
 import numpy as np
 
+from . import _nrt_store as store
 from . import nrt
 from .result import BfastStatus
 
-#: ``run_chunked`` commands of the two kinds of run (part of the run record's identity).
+#: ``run_chunked`` command of the fit (part of the run record's identity).
 FIT_COMMAND = "monitor-nrt-fit"
-UPDATE_COMMAND = "monitor-nrt-update"
 #: Model entries that must match between a stored state and the options of an update.
 _CHECKED = ("start", "order", "trend", "season", "type", "h", "level", "end", "history", "freq", "nodata")
 #: Memory per input value while a chunk is fitted or updated (bytes; residuals, state).
@@ -71,94 +68,11 @@ def nrt_fit_xarray(da, start, *, time_dim: str = "time", memory=None, engine: st
         ds[name].attrs.update(nrt.variable_attrs(name))
     describe_variables(ds, {}, BfastStatus, "pixel status (tscube.BfastStatus)")
     ds.attrs.update(nrt.state_attrs(model))
-    return nrt.store_state_uncompressed(ds)
-
-
-def _update_block(chunk, *, dates, new_dates, pixel_dims, variable_attrs, attrs):
-    """One pixel chunk of the stored state and the new images -> its updated state dataset."""
-    import xarray as xr
-
-    model = nrt.model_from_attrs(attrs)
-    state = nrt.state_arrays(chunk, pixel_dims)
-    values = np.asarray(chunk["new_values"].transpose("new_time", *pixel_dims).values)
-    values = values.reshape(values.shape[0], -1)
-    new = nrt.update_state(state, model, dates, values, new_dates)
-    alert = new["break_index"] >= len(dates)
-    all_dates = nrt._join_dates(dates, new_dates)
-    shape = tuple(chunk.sizes[d] for d in pixel_dims)
-    variables = {}
-    for name, (lead, array) in nrt.state_variables(new, model, all_dates, alert).items():
-        variables[name] = (lead + pixel_dims, array.reshape(array.shape[:len(lead)] + shape), variable_attrs[name])
-    coords = {name: coord for name, coord in chunk.coords.items()}
-    begin = len(all_dates) - new["residuals"].shape[0]
-    coords.update(date=all_dates, monitor_time=all_dates[begin:])
-    return xr.Dataset(variables, coords=coords, attrs=attrs)
-
-
-def nrt_update_xarray(state_ds, da_new, *, time_dim: str = "time"):
-    """The updated state dataset: ``state_ds`` (a stored state, dask-backed over its pixel
-    chunks) after the new images ``da_new`` (dates after the state's last one), lazily."""
-    import dask.array as dsa
-    import xarray as xr
-
-    from ..xarray_blocks import time_coordinate
-
-    dates = nrt._normalise_dates(state_ds["date"].values)
-    new_dates = nrt._normalise_dates(time_coordinate(da_new, time_dim))
-    all_dates = nrt._join_dates(dates, new_dates)  # refuses dates that are not later
-    pixel_dims = tuple(state_ds["status"].dims)
-    new_values = da_new.transpose(time_dim, *pixel_dims)
-    grid = tuple(state_ds.sizes[d] for d in pixel_dims)
-    if new_values.shape[1:] != grid:
-        raise ValueError(f"the input's grid {new_values.shape[1:]} is not the state's {grid} ({', '.join(pixel_dims)})")
-    pixel_chunks = {d: state_ds.chunksizes[d] for d in pixel_dims} if state_ds.chunks else {}
-    data = new_values.data
-    if hasattr(data, "rechunk"):
-        data = data.rechunk(((len(new_dates),),) + tuple(pixel_chunks.get(d, (n,)) for d, n in zip(pixel_dims, grid)))
-    names = [name for name in state_ds.data_vars if name.startswith(nrt.STATE_PREFIX)]
-    inputs = state_ds[names]
-    inputs = inputs.drop_vars([c for c in ("date", "monitor_time") if c in inputs.coords])
-    inputs["new_values"] = (("new_time",) + pixel_dims, data)
-
-    grown = {"monitor_time": state_ds.sizes["monitor_time"] + len(new_dates)}
-    template_vars = {}
-    for name, variable in state_ds.data_vars.items():
-        shape = tuple(grown.get(d, state_ds.sizes[d]) for d in variable.dims)
-        chunks = tuple(pixel_chunks.get(d, (size,)) for d, size in zip(variable.dims, shape))
-        template_vars[name] = (variable.dims, dsa.empty(shape, chunks=chunks, dtype=variable.dtype), variable.attrs)
-    coords = {name: coord for name, coord in state_ds.coords.items() if name not in ("date", "monitor_time")}
-    begin = len(all_dates) - grown["monitor_time"]
-    coords.update(date=all_dates, monitor_time=all_dates[begin:])
-    template = xr.Dataset(template_vars, coords=coords, attrs=dict(state_ds.attrs))
-    kwargs = dict(dates=dates, new_dates=new_dates, pixel_dims=pixel_dims, attrs=dict(state_ds.attrs),
-                  variable_attrs={name: dict(v.attrs) for name, v in state_ds.data_vars.items()})
-    return nrt.store_state_uncompressed(xr.map_blocks(_update_block, inputs, kwargs=kwargs, template=template))
+    return nrt.store_uncompressed(ds)
 
 
 # --------------------------------------------------------------------------------------
 # the file run
-
-
-def sidecar_paths(output: Path) -> tuple[Path, Path]:
-    """``(update store, previous state)`` next to ``output``."""
-    return output.with_name(f".{output.name}.update.zarr"), output.with_name(f".{output.name}.previous")
-
-
-def _recover(output: Path, echo) -> None:
-    """Finish (or undo) a swap interrupted between its renames; drop a leftover previous state."""
-    from ..runs import RECORD_NAME, _read_json, _remove
-
-    pending, previous = sidecar_paths(output)
-    if previous.exists() and not output.exists():
-        record = _read_json(pending / RECORD_NAME) if pending.is_dir() else None
-        if record and record.get("complete"):
-            _rename(pending, output)
-            echo(f"finished the interrupted replacement of {output.name} by its update")
-        else:
-            _rename(previous, output)
-            echo(f"restored {output.name} (an update was interrupted while replacing it)")
-    if previous.exists():
-        _remove(previous)
 
 
 def _model_differences(stored: dict, wanted: dict) -> list[str]:
@@ -181,27 +95,37 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, ov
     (positions -> DataArray) opens only the new dates of the input (default: select them
     in ``da``, which may read every date of a time-chunked input). Returns the
     :class:`~tscube.runs.RunSummary`, or None when there was no new date."""
-    import xarray as xr
+    import time
 
-    from ..runs import RECORD_NAME, _exclusive, _quiet_zarr, _read_json, run_chunked
+    import zarr
+
+    from ..runs import RECORD_NAME, RunSummary, _exclusive, _quiet_zarr, _read_json, run_chunked
 
     output = Path(output)
     run_args = dict(input_id=input_id, status_enum=BfastStatus, progress=progress, client=client, echo=echo)
     template_args = dict(template_args)
     start, memory, engine = (template_args.pop(key) for key in ("start", "memory", "engine"))
     with _exclusive(output.with_name(f"{output.name}.nrt")):  # run_chunked locks OUT itself
-        _recover(output, echo)
         record = _read_json(output / RECORD_NAME) if output.is_dir() else None
         if overwrite or not output.exists() or (record and record.get("command") == FIT_COMMAND
                                                 and not record.get("complete")):
             template = nrt_fit_xarray(da, start, memory=memory, engine=engine, **template_args)
-            return run_chunked(template, output, command=FIT_COMMAND, params=params, overwrite=overwrite, **run_args)
-        if record is None or not record.get("complete"):
+            summary = run_chunked(template, output, command=FIT_COMMAND, params=params, overwrite=overwrite,
+                                  **run_args)
+            store.adopt_dataset_state(output)
+            return summary
+        if record is None or not record.get("complete") or record.get("command") != FIT_COMMAND:
             raise ValueError(f"{output.name} holds no complete monitoring state (it was not made by "
                              "tscube monitor --update); pass --overwrite to fit a new one")
+        if not store.has_state(output):  # the fit was killed while its state was moved
+            store.adopt_dataset_state(output)
         with _quiet_zarr():
-            stored = xr.open_zarr(output, consolidated=False, decode_coords="all")
-        model, dates = nrt.model_from_attrs(stored.attrs), nrt._normalise_dates(stored["date"].values)
+            group = zarr.open_group(str(output), mode="r", use_consolidated=False)
+            model = nrt.model_from_attrs(group.attrs)
+            grid = tuple(group["status"].shape)
+        if store.repair_result(output, model):
+            echo(f"rewrote the result of {output.name} (an update was interrupted while writing it)")
+        dates = store.state_dates(output)
         _, wanted = _probe(dates, start, engine, template_args)
         differences = _model_differences(model, wanted)
         if differences:
@@ -217,15 +141,16 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, ov
             echo(f"{output.name} is up to date: no date after {str(dates[-1])[:10]} in the input")
             return None
         echo(f"updating {output.name}: {int(newer.sum())} new date(s) after {str(dates[-1])[:10]}")
+        began = time.perf_counter()
         positions = np.flatnonzero(newer)
         new_da = open_dates(positions) if open_dates is not None else da.isel(time=positions)
-        template = nrt_update_xarray(stored, new_da)
-        pending, previous = sidecar_paths(output)
-        update_params = dict(params, state_last_date=str(dates[-1]), state_dates=len(dates))
-        summary = run_chunked(template, pending, command=UPDATE_COMMAND, params=update_params, overwrite=True,
-                              **run_args)
-        _rename(output, previous)
-        _rename(pending, output)
-        _recover(output, echo)
-        summary.output = str(output)
-        return summary
+        pixel_dims = tuple(d for d in new_da.dims if d != "time")
+        if tuple(new_da.sizes[d] for d in pixel_dims) != grid:
+            raise ValueError(f"the input's grid {tuple(new_da.sizes[d] for d in pixel_dims)} is not the state's {grid}")
+        values = np.asarray(new_da.transpose("time", *pixel_dims).values).reshape(len(positions), -1)
+        state, all_dates, generation = store.update_state_files(output, model, values, input_dates[positions])
+        alert = store.alert_map(state, all_dates, len(positions))
+        counts = store.write_result(output, state, model, all_dates, alert, generation)
+        return RunSummary(pixels=int(np.prod(grid, dtype=np.int64)), status_counts=counts["status_counts"],
+                          breaks=counts["breaks"], seconds=time.perf_counter() - began, chunks=1, chunks_computed=1,
+                          sessions=1, output=str(output))

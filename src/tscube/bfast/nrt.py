@@ -49,6 +49,8 @@ store, which is memory-bound work a GPU transfer would only slow down. The fit i
 from __future__ import annotations
 
 import math
+import shutil
+from pathlib import Path
 
 import numpy as np
 from numba import njit, prange
@@ -497,17 +499,23 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
     residual store grows (into its buffer's spare rows), so the returned state holds a new
     ``residuals`` array.
     """
+    n_new = len(_join_dates(dates, new_dates)) - len(dates)  # refuses dates that are not later
+    new = dict(state, residuals=_more_rows(state["residuals"], n_new))
+    monitor_new_dates(new, model, dates, values, new_dates)
+    return new
+
+
+def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates) -> None:
+    """Monitor the new images ``values`` ``(T_new, P)`` at ``new_dates`` into ``state``, in
+    place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them."""
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
-    n_old = len(dates)
-    rows = np.arange(n_old, len(all_dates))
+    rows = np.arange(len(dates), len(all_dates))
     X = _design_rows(axis, rows, model)
     Y, valid, is_inf = _as_lanes(values, model["nodata"])
-    new = dict(state, residuals=_more_rows(state["residuals"], len(rows)))
-    new["n_valid"] += valid.sum(axis=0, dtype=np.int32)
-    new["n_inf"] += is_inf.sum(axis=0, dtype=np.int32)
-    _advance_state(new, Y, rows, X, model)
-    return new
+    state["n_valid"] += valid.sum(axis=0, dtype=np.int32)
+    state["n_inf"] += is_inf.sum(axis=0, dtype=np.int32)
+    _advance_state(state, Y, rows, X, model)
 
 
 def _join_dates(dates, new_dates):
@@ -574,6 +582,8 @@ _STATE_DIMS = {"coefficients": "coefficient", "tail": "window_slot", "median_win
                "residuals": "monitor_time"}
 #: Prefix of the state variables in a saved dataset (the others are the result and ``alert``).
 STATE_PREFIX = "state_"
+#: Dataset attribute: how many dates the last fit or update brought (what ``alert`` is about).
+LAST_UPDATE_ATTR = "tscube_last_update_dates"
 
 
 def _normalise_dates(dates) -> np.ndarray:
@@ -621,13 +631,12 @@ def variable_attrs(name: str) -> dict:
     return dict(_BFAST_VARIABLE_ATTRS.get(name, {}))
 
 
-def store_state_uncompressed(ds):
-    """Store the float state arrays of ``ds`` without compression (in place): residuals
-    of noisy data hardly compress (~4 %), while compressing them costs ~9x the write and
-    ~5x the read, which is what an update pays for."""
-    for name, variable in ds.data_vars.items():
-        if name.startswith(STATE_PREFIX) and variable.dtype == np.float64:
-            variable.encoding["compressors"] = ()
+def store_uncompressed(ds):
+    """Store every variable of ``ds`` without compression (in place): residuals of noisy
+    data hardly compress (~4 %), while compressing them costs ~9x the write and ~5x the
+    read, and an update rewrites the result in place."""
+    for variable in ds.data_vars.values():
+        variable.encoding["compressors"] = ()
     return ds
 
 
@@ -645,7 +654,7 @@ def state_dataset(state: dict, model: dict, dates, alert: np.ndarray, pixel_dims
     begin = len(dates) - state["residuals"].shape[0]
     coords = {"date": dates, "monitor_time": dates[begin:]}  # regressor names: attrs["regressors"]
     coords.update({d: pixel_coords[d] for d in pixel_dims})
-    return store_state_uncompressed(xr.Dataset(variables, coords=coords, attrs=state_attrs(model)))
+    return store_uncompressed(xr.Dataset(variables, coords=coords, attrs=state_attrs(model)))
 
 
 def model_from_attrs(attrs) -> dict:
@@ -734,6 +743,8 @@ class BfastMonitor:
         Every date monitored so far (``datetime64[ns]`` or decimal years).
     alert_ : ndarray of bool
         Pixels whose first break lies among the dates of the last ``fit``/``update``.
+    last_update_dates_ : int
+        How many dates that last ``fit``/``update`` brought.
 
     Examples
     --------
@@ -755,6 +766,7 @@ class BfastMonitor:
         self.state_, self.model_ = fit_state(values, dates, self.start, engine=self.engine, **self.params)
         self.dates_ = dates
         self.alert_ = (self.state_["break_index"] >= 0).reshape(self.pixel_shape_)
+        self.last_update_dates_ = len(dates)
         return self
 
     def update(self, data, dates=None, *, time_dim: str = "time") -> np.ndarray:
@@ -768,6 +780,7 @@ class BfastMonitor:
         self.state_ = update_state(self.state_, self.model_, self.dates_, values, new_dates)
         self.dates_ = _join_dates(self.dates_, new_dates)
         self.alert_ = (self.state_["break_index"] >= n_old).reshape(self.pixel_shape_)
+        self.last_update_dates_ = len(self.dates_) - n_old
         return self.alert_
 
     def result(self) -> BfastMonitorResult:
@@ -783,12 +796,19 @@ class BfastMonitor:
         """The result, ``alert`` and the state (``state_*`` variables) as an :class:`xarray.Dataset`."""
         coords = {d: np.arange(n) for d, n in zip(self.pixel_dims_, self.pixel_shape_)}
         coords.update(self.pixel_coords_ or {})
-        return state_dataset(self.state_, self.model_, self.dates_, self.alert_, self.pixel_dims_, coords)
+        ds = state_dataset(self.state_, self.model_, self.dates_, self.alert_, self.pixel_dims_, coords)
+        ds.attrs[LAST_UPDATE_ATTR] = self.last_update_dates_
+        return ds
 
     @classmethod
     def from_dataset(cls, ds) -> "BfastMonitor":
-        """The monitor of a dataset written by :meth:`to_dataset` (or ``tscube monitor --update``)."""
+        """The monitor of a dataset written by :meth:`to_dataset`."""
         state, model, dates = state_from_dataset(ds)
+        return cls._from_parts(state, model, dates, ds)
+
+    @classmethod
+    def _from_parts(cls, state: dict, model: dict, dates, ds) -> "BfastMonitor":
+        """The monitor of a state, its model and dates, with the pixel grid and ``alert`` of ``ds``."""
         options = {key: model[key] for key in model.get("options", ())}
         monitor = cls(model["start"], **{key: model[key] for key in MODEL_PARAMS if key != "level"},
                       level=tuple(model["level"]), engine=model["engine"], **options)
@@ -797,20 +817,82 @@ class BfastMonitor:
         monitor.pixel_shape_ = tuple(ds.sizes[d] for d in monitor.pixel_dims_)
         monitor.pixel_coords_ = {d: ds[d].values for d in monitor.pixel_dims_ if d in ds.coords}
         monitor.alert_ = np.asarray(ds["alert"].values, dtype=bool)
+        monitor.last_update_dates_ = int(ds.attrs.get(LAST_UPDATE_ATTR, len(dates)))
         return monitor
 
     def save(self, path) -> None:
-        """Write the dataset of :meth:`to_dataset` to ``path`` (``.zarr`` or ``.nc``), atomically."""
-        from ..io import write_result
+        """Write the monitor to ``path``, atomically. ``.zarr``: the result and ``alert`` as a
+        Zarr store, the state in its directory ``.tscube-state`` (see
+        :mod:`tscube.bfast._nrt_store`), which :func:`update_saved` and ``tscube monitor
+        --update`` update in place; ``.nc``: the dataset of :meth:`to_dataset`."""
+        from ..io import _replace, _temporary_path, write_result
+        from ..runs import _quiet_zarr
+        from ._nrt_store import GENERATION_ATTR, write_state
 
-        write_result(self.to_dataset(), path)
+        path = Path(path)
+        if path.suffix.lower() != ".zarr":
+            write_result(self.to_dataset(), path)
+            return
+        ds = self.to_dataset()
+        result = ds.drop_vars([n for n in ds.data_vars if n.startswith(STATE_PREFIX)] + ["date", "monitor_time"])
+        result.attrs.update({GENERATION_ATTR: 0, "tscube_last_date": str(self.dates_[-1])})
+        tmp = _temporary_path(path)
+        shutil.rmtree(tmp, ignore_errors=True)
+        with _quiet_zarr():
+            store_uncompressed(result).to_zarr(tmp, mode="w")
+        write_state(tmp, self.state_.__getitem__, self.dates_, int(np.prod(self.pixel_shape_, dtype=np.int64)),
+                    last_update_dates=self.last_update_dates_)
+        _replace(tmp, path)
 
     @classmethod
     def load(cls, path) -> "BfastMonitor":
-        """The monitor saved at ``path``."""
+        """The monitor saved at ``path`` (its state in memory)."""
         import xarray as xr
 
+        from ..runs import _quiet_zarr
+        from ._nrt_store import has_state, load_state, read_manifest
+
         path = str(path)
-        opener = xr.open_zarr if path.rstrip("/").endswith(".zarr") else xr.open_dataset
-        with opener(path) as ds:
+        if path.rstrip("/").endswith(".zarr"):
+            with _quiet_zarr(), xr.open_zarr(path, consolidated=False) as ds:
+                if has_state(path):
+                    state, dates, _ = load_state(path)
+                    monitor = cls._from_parts(state, model_from_attrs(ds.attrs), dates, ds.load())
+                    monitor.last_update_dates_ = int(read_manifest(path)["last_update_dates"])
+                    return monitor
+                return cls.from_dataset(ds.load())
+        with xr.open_dataset(path) as ds:
             return cls.from_dataset(ds.load())
+
+
+def update_saved(path, data, dates=None, *, time_dim: str = "time") -> np.ndarray:
+    """Update a monitor saved to ``.zarr`` in place with new images; returns its ``alert`` map.
+
+    The operational path (``tscube monitor --update`` takes it): only the new images, the
+    fit and what an update changes are read, only that and the new residuals written
+    (:mod:`tscube.bfast._nrt_store`), so one new image costs O(1) per pixel whatever the
+    number of dates so far. Killed at any point, the saved state is the previous one or
+    the new one, and the same call again finishes the same update with the same bytes.
+    """
+    import zarr
+
+    from ..runs import _exclusive, _quiet_zarr
+    from . import _nrt_store as store
+
+    path = Path(path)
+    if not store.has_state(path):
+        raise ValueError(f"{path.name} holds no monitoring state (save a BfastMonitor to .zarr, or run "
+                         "tscube monitor --update)")
+    with _exclusive(path.with_name(f"{path.name}.nrt")):
+        with _quiet_zarr():
+            group = zarr.open_group(str(path), mode="r", use_consolidated=False)
+            model = model_from_attrs(group.attrs)
+            pixel_shape = tuple(group["status"].shape)
+        store.repair_result(path, model)
+        values, new_dates, _, _, shape = _as_input(data, dates, time_dim)
+        if shape != pixel_shape:
+            raise ValueError(f"new images are shaped {shape}, the state {pixel_shape}")
+        state, all_dates, generation = store.update_state_files(path, model, values, new_dates)
+        alert = store.alert_map(state, all_dates, len(new_dates))
+        store.write_result(path, state, model, all_dates, alert, generation)
+    return alert.reshape(pixel_shape)

@@ -1,0 +1,280 @@
+"""The near-real-time monitoring state on disk, updated in place at O(1) values per pixel.
+
+A saved state (``tscube monitor --update``, :meth:`tscube.BfastMonitor.save` to ``.zarr``)
+is a Zarr store holding the BFAST Monitor result over every date so far and ``alert``,
+plus the directory ``.tscube-state`` with the state arrays of :mod:`tscube.bfast.nrt` as
+plain ``.npy`` files that an update memory-maps:
+
+* ``static/``: what the fit fixed (coefficients, sigma, history, status, the history
+  tail of the MOSUM window); never written again;
+* ``hot-0/`` and ``hot-1/``: what an update changes (counts, running sums, first break,
+  magnitude, median window, window pointer), ``hot-{g % 2}`` for generation ``g``;
+* ``residuals.f8``: every monitoring residual, one row of float64 per date, raw;
+* ``state.json``: the committed generation, its number of residual rows and its dates.
+
+An update from generation ``g`` copies ``hot-{g % 2}`` to the other slot and runs the
+update kernel there, writes the residuals of the new dates into rows past the committed
+ones, and commits by replacing ``state.json`` (one rename). Nothing that generation ``g``
+reads is written before the commit, so a killed update leaves the previous state whole,
+and running it again redoes the same writes: the same bytes. Only then is the result
+rewritten in the Zarr store (its attribute ``tscube_state_generation`` says which state
+it shows; :func:`repair_result` rewrites a result that an update was killed writing).
+The update reads the new images, the static arrays, one slot and the residual rows it
+needs (the one leaving the MOSUM window; all of a pixel's, when its median has walked out
+of its window), and writes one slot, the new rows and the result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from . import nrt
+
+#: The directory of the state inside a saved state's Zarr store.
+STATE_DIR = ".tscube-state"
+MANIFEST = "state.json"
+RESIDUALS = "residuals.f8"
+#: State arrays fixed by the fit.
+STATIC = ("fitted_status", "history_begin", "n_history", "coefficients", "sigma", "tail")
+#: State arrays that an update changes (kept for two generations).
+HOT = tuple(name for name in nrt.STATE_FIELDS if name not in STATIC and name != "residuals")
+#: Zarr attribute: the state generation that the stored result shows.
+GENERATION_ATTR = "tscube_state_generation"
+#: Environment variable (tests): seconds to wait between an update's writes and its commit.
+PAUSE_ENV = "TSCUBE_TEST_NRT_PAUSE"
+
+
+def state_dir(root) -> Path:
+    return Path(root) / STATE_DIR
+
+
+def has_state(root) -> bool:
+    """Whether ``root`` holds a committed state directory."""
+    return (state_dir(root) / MANIFEST).is_file()
+
+
+def _hot_dir(directory: Path, generation: int) -> Path:
+    return directory / f"hot-{generation % 2}"
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
+    os.replace(tmp, path)
+
+
+def _dates_json(dates: np.ndarray) -> dict:
+    if np.issubdtype(dates.dtype, np.datetime64):
+        return {"kind": "datetime64[ns]", "values": [str(d) for d in np.asarray(dates, dtype="datetime64[ns]")]}
+    return {"kind": "decimal", "values": [float(d) for d in dates]}  # repr round-trips every float64
+
+
+def _dates_from_json(entry: dict) -> np.ndarray:
+    if entry["kind"] == "datetime64[ns]":
+        return np.array(entry["values"], dtype="datetime64[ns]")
+    return np.array(entry["values"], dtype=np.float64)
+
+
+def read_manifest(root) -> dict:
+    manifest = json.loads((state_dir(root) / MANIFEST).read_text())
+    if manifest.get("version") != nrt.STATE_VERSION:
+        raise ValueError(f"monitoring state version {manifest.get('version')} is not this tscube's "
+                         f"({nrt.STATE_VERSION}); fit again")
+    return manifest
+
+
+def state_dates(root) -> np.ndarray:
+    """Every date the committed state has monitored."""
+    return _dates_from_json(read_manifest(root)["dates"])
+
+
+def write_state(root, get, dates, n_pixels: int, *, last_update_dates: int) -> None:
+    """Write a new state directory into the store ``root`` (generation 0): ``get(name)``
+    gives each state array over flat pixel lanes (one at a time, so that a large state
+    needs the memory of its largest array only). Written under a temporary name and
+    renamed into place."""
+    final = state_dir(root)
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "static").mkdir(parents=True)
+    (tmp / "hot-0").mkdir()
+    for name in STATIC + HOT:
+        folder = "static" if name in STATIC else "hot-0"
+        np.save(tmp / folder / f"{name}.npy", np.ascontiguousarray(get(name), dtype=nrt.STATE_FIELDS[name]))
+    residuals = np.ascontiguousarray(get("residuals"), dtype=np.float64)
+    residuals.tofile(tmp / RESIDUALS)
+    _write_json_atomic(tmp / MANIFEST, {"version": nrt.STATE_VERSION, "generation": 0, "pixels": int(n_pixels),
+                                        "rows": int(residuals.shape[0]), "dates": _dates_json(np.asarray(dates)),
+                                        "last_update_dates": int(last_update_dates)})
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+
+
+def load_state(root, *, mmap_mode=None) -> tuple[dict, np.ndarray, int]:
+    """``(state, dates, generation)`` of the committed state (arrays in memory, or
+    memory-mapped read-only with ``mmap_mode="r"``)."""
+    directory = state_dir(root)
+    manifest = read_manifest(root)
+    generation = int(manifest["generation"])
+    state = {name: np.load(directory / "static" / f"{name}.npy", mmap_mode=mmap_mode) for name in STATIC}
+    hot = _hot_dir(directory, generation)
+    state.update({name: np.load(hot / f"{name}.npy", mmap_mode=mmap_mode) for name in HOT})
+    shape = (int(manifest["rows"]), int(manifest["pixels"]))
+    if mmap_mode is None:
+        state["residuals"] = np.fromfile(directory / RESIDUALS, dtype=np.float64,
+                                         count=shape[0] * shape[1]).reshape(shape)
+    else:
+        state["residuals"] = _residual_rows(directory / RESIDUALS, shape, "r")
+    return state, _dates_from_json(manifest["dates"]), generation
+
+
+def _residual_rows(path: Path, shape: tuple[int, int], mode: str) -> np.ndarray:
+    if shape[0] * shape[1] == 0:
+        return np.zeros(shape)
+    return np.asarray(np.memmap(path, dtype=np.float64, mode=mode, shape=shape))
+
+
+def _next_slot(source: np.ndarray, path: Path) -> np.ndarray:
+    """``path`` (reused when it has the right layout: no new pages) holding a copy of ``source``."""
+    target = None
+    if path.is_file():
+        target = np.load(path, mmap_mode="r+")
+        if target.shape != source.shape or target.dtype != source.dtype:
+            target = None
+    if target is None:
+        target = np.lib.format.open_memmap(path, mode="w+", dtype=source.dtype, shape=source.shape)
+    target[...] = source
+    return np.asarray(target)
+
+
+def update_state_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[dict, np.ndarray, int]:
+    """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
+    ``root``, in place, and commit: returns ``(state, dates, generation)`` after the update
+    (arrays memory-mapped; the result is not written yet)."""
+    directory = state_dir(root)
+    manifest = read_manifest(root)
+    generation = int(manifest["generation"])
+    dates = _dates_from_json(manifest["dates"])
+    all_dates = nrt._join_dates(dates, new_dates)  # refuses dates that are not later
+    rows, n_pixels = int(manifest["rows"]), int(manifest["pixels"])
+    if values.shape[1] != n_pixels:
+        raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
+    n_new = len(all_dates) - len(dates)
+
+    state = {name: np.asarray(np.load(directory / "static" / f"{name}.npy", mmap_mode="r")) for name in STATIC}
+    current, following = _hot_dir(directory, generation), _hot_dir(directory, generation + 1)
+    following.mkdir(exist_ok=True)
+    for name in HOT:
+        state[name] = _next_slot(np.load(current / f"{name}.npy", mmap_mode="r"), following / f"{name}.npy")
+    path = directory / RESIDUALS
+    total = rows + n_new
+    os.truncate(path, total * n_pixels * 8)  # the committed rows stay; later ones are this update's
+    state["residuals"] = _residual_rows(path, (total, n_pixels), "r+")
+    state["residuals"][rows:] = np.nan
+    nrt.monitor_new_dates(state, model, dates, values, new_dates)
+    if os.environ.get(PAUSE_ENV):  # tests kill the update here
+        import time
+
+        time.sleep(float(os.environ[PAUSE_ENV]))
+    _write_json_atomic(directory / MANIFEST, dict(manifest, generation=generation + 1, rows=total,
+                                                  dates=_dates_json(all_dates), last_update_dates=n_new))
+    return state, all_dates, generation + 1
+
+
+def write_result(root, state: dict, model: dict, dates, alert: np.ndarray, generation: int) -> dict[str, int]:
+    """Rewrite the result and ``alert`` in the Zarr store ``root`` from ``state`` (in place,
+    array by array), then its attributes; returns the status counts and breaks (the run
+    summary's)."""
+    import zarr
+
+    from ..runs import _quiet_zarr
+    from .result import BfastStatus
+
+    outputs = nrt.state_result(state, model, dates)
+    outputs["alert"] = np.asarray(alert, dtype=np.bool_)
+    codes, counts = np.unique(outputs["status"], return_counts=True)
+    status_counts = {BfastStatus(int(c)).name: int(n) for c, n in zip(codes, counts)}
+    breaks = int(np.count_nonzero(outputs["break_index"] >= 0))
+    with _quiet_zarr():
+        group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
+        for name, values in outputs.items():
+            array = group[name]
+            array[...] = values.reshape(array.shape).astype(array.dtype, copy=False)
+        group.attrs.update({GENERATION_ATTR: int(generation), "tscube_last_date": str(dates[-1]),
+                            "pixels_processed": int(outputs["status"].size),
+                            "status_counts": ", ".join(f"{k}: {v}" for k, v in status_counts.items()),
+                            "breaks_found": breaks})
+        zarr.consolidate_metadata(str(root))
+    return {"status_counts": status_counts, "breaks": breaks}
+
+
+def result_generation(root) -> int | None:
+    import zarr
+
+    from ..runs import _quiet_zarr
+
+    with _quiet_zarr():
+        value = zarr.open_group(str(root), mode="r", use_consolidated=False).attrs.get(GENERATION_ATTR)
+    return None if value is None else int(value)
+
+
+def alert_map(state: dict, dates, last_update_dates: int) -> np.ndarray:
+    """The pixels whose first break lies among the last ``last_update_dates`` dates."""
+    return np.asarray(state["break_index"]) >= len(dates) - last_update_dates
+
+
+def repair_result(root, model: dict) -> bool:
+    """Rewrite the result of ``root`` when it does not show the committed state (an update
+    killed while writing it); True if it did."""
+    manifest = read_manifest(root)
+    generation = int(manifest["generation"])
+    if result_generation(root) == generation:
+        return False
+    state, dates, _ = load_state(root, mmap_mode="r")
+    write_result(root, state, model, dates, alert_map(state, dates, int(manifest["last_update_dates"])), generation)
+    return True
+
+
+def adopt_dataset_state(root) -> None:
+    """Move the ``state_*`` variables of a fitted Zarr store (the chunked fit of
+    ``tscube monitor --update``) into its state directory, then drop them and the date
+    coordinates from the store (the result stays). Does what a killed call left undone,
+    and nothing when there is nothing left to do."""
+    import zarr
+
+    from ..runs import _quiet_zarr
+
+    root = Path(root)
+    with _quiet_zarr():
+        group = zarr.open_group(str(root), mode="r", use_consolidated=False)
+        leftover = [name for name in group.array_keys()
+                    if name.startswith(nrt.STATE_PREFIX) or name in ("date", "monitor_time")]
+    if not leftover and has_state(root):
+        return
+    if not has_state(root):
+        import xarray as xr
+
+        with _quiet_zarr(), xr.open_zarr(root, consolidated=False) as ds:
+            pixel_dims = tuple(ds["status"].dims)
+            n_pixels = int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64))
+
+            def get(name):
+                variable = ds[nrt.STATE_PREFIX + name]
+                lead = tuple(d for d in variable.dims if d not in pixel_dims)
+                values = np.asarray(variable.transpose(*lead, *pixel_dims).values)
+                return values.reshape(values.shape[:len(lead)] + (n_pixels,))
+
+            dates = nrt._normalise_dates(ds["date"].values)
+            write_state(root, get, dates, n_pixels, last_update_dates=len(dates))
+    with _quiet_zarr():
+        group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
+        for name in leftover:
+            del group[name]
+        if GENERATION_ATTR not in group.attrs:
+            group.attrs.update({GENERATION_ATTR: 0, "tscube_last_date": str(state_dates(root)[-1])})
+        zarr.consolidate_metadata(str(root))
