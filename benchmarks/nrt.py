@@ -2,11 +2,14 @@
 
 Makes a synthetic int16 NDVI cube (``--pixels``, ``--dates``, monitoring from date
 ``--history``), stores the first ``dates - 1`` images and the last one as Zarr, fits a
-:class:`tscube.bfast.nrt.BfastMonitor` on the first ones and saves its state (Zarr), then
-times, in one run (best of ``--repeat``):
+:class:`tscube.bfast.nrt.BfastMonitor` on the first ones and saves it (``.zarr``: the
+result and the state directory), then times, in one run (best of ``--repeat``):
 
-* ``read``: reading the new image and the whole saved state (what an update must touch);
-* ``update``: read both, update the state (cpu kernels), write the new state (Zarr);
+* ``read``: reading the new image and the state arrays that every pixel's update reads
+  (the fit's and the current generation of what an update changes);
+* ``update``: ``tscube.bfast.nrt.update_saved`` with the new image, on a fresh copy of the
+  saved state (the operational path of ``tscube monitor --update``: the state updated in
+  place, the result rewritten);
 * ``update-kernel``: the update of the in-memory state alone (a state whose residual rows
   have spare capacity, as after any earlier update);
 * ``full-rerun``: reading the whole cube and ``bfast_monitor`` on it (cpu engine), what
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -64,6 +68,7 @@ def main() -> None:
     import xarray as xr
 
     from tscube import bfast_monitor
+    from tscube.bfast import _nrt_store as store
     from tscube.bfast import nrt
     from tscube.datasets import make_cube
 
@@ -85,55 +90,65 @@ def main() -> None:
 
         monitor = nrt.BfastMonitor(start, engine="cpu", **params)
         fit_s, _ = _best(1, lambda: monitor.fit(raw[:-1], dates[:-1]))
-        ds = monitor.to_dataset().rename({"dim_1": "y", "dim_2": "x"})
-        ds.chunk({"y": 256, "x": 1000}).to_zarr(folder / "state.zarr", mode="w")
-        state_bytes = _du(folder / "state.zarr")
+        monitor.pixel_dims_ = ("y", "x")
+        saved = folder / "state.zarr"
+        save_s, _ = _best(1, lambda: monitor.save(saved))
+        state_bytes = _du(saved)
         in_memory = {name: array.nbytes for name, array in monitor.state_.items()}
+        del monitor
+        directory = saved / store.STATE_DIR
 
         def read():
+            """The new image and every state array that each pixel's update reads."""
             image = xr.open_zarr(folder / "image.zarr")["ndvi"].values
-            with xr.open_zarr(folder / "state.zarr") as stored:
-                state, model, old = nrt.state_from_dataset(stored)  # reads the state_* arrays only
-            return image, state, model, old
+            generation = store.read_manifest(saved)["generation"]
+            arrays = [np.fromfile(path, dtype=np.uint8) for folder_name in ("static", f"hot-{generation % 2}")
+                      for path in sorted((directory / folder_name).glob("*.npy"))]
+            return image, arrays
 
-        def update():
-            image, state, model, old = read()
-            new = nrt.update_state(state, model, old, image.reshape(1, -1), dates[-1:])
-            alert = new["break_index"] >= len(old)
-            all_dates = nrt._join_dates(old, dates[-1:])
-            coords = {"y": np.arange(rows), "x": np.arange(cols)}
-            out = nrt.state_dataset(new, model, all_dates, alert, ("y", "x"), coords)
-            out.chunk({"y": 256, "x": 1000}).to_zarr(folder / "state-new.zarr", mode="w")  # state uncompressed
-            return new
-
-        image, state, model, old = read()
+        def update() -> float:
+            """One update of a fresh copy of the saved state (copied before the clock starts)."""
+            target = folder / "run.zarr"
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(saved, target)
+            os.sync()  # the copy written out: an update finds its state on disk, as days after the last one
+            image = xr.open_zarr(folder / "image.zarr")["ndvi"]
+            began = time.perf_counter()
+            nrt.update_saved(target, image)
+            return time.perf_counter() - began
 
         def update_in_memory() -> float:
-            """One update of a fresh copy of the state, timed without the copy; its residual
+            """One update of the state in memory, timed without loading it; its residual
             rows have spare capacity, as in a state updated before (an update copies none)."""
-            copy = {k: nrt._more_rows(v, 0) if k == "residuals" else v.copy() for k, v in state.items()}
+            state, old, _ = store.load_state(saved)
+            state["residuals"] = nrt._more_rows(state["residuals"], 0)
+            model = nrt.model_from_attrs(xr.open_zarr(saved).attrs)
+            image = xr.open_zarr(folder / "image.zarr")["ndvi"].values
             began = time.perf_counter()
-            nrt.update_state(copy, model, old, image.reshape(1, -1), dates[-1:])
+            nrt.update_state(state, model, old, image.reshape(1, -1), dates[-1:])
             return time.perf_counter() - began
 
         update_in_memory()  # compile
         read_s, _ = _best(args.repeat, read)
         kernel_s = min(update_in_memory() for _ in range(args.repeat))
-        update_s, new = _best(args.repeat, update)
+        update_s = min(update() for _ in range(args.repeat))
+        with xr.open_zarr(folder / "run.zarr") as updated:
+            new_breaks = updated["break_index"].values.ravel()
 
         def rerun():
             values = xr.open_zarr(folder / "cube.zarr")["ndvi"].values
             return bfast_monitor(values, dates, start, engine="cpu", **params)
 
         rerun_s, full = _best(1, rerun)
-        same = bool(np.array_equal(nrt.state_result(new, model, dates)["break_index"], full.break_index.ravel()))
+        same = bool(np.array_equal(new_breaks, full.break_index.ravel()))
 
         rows_out = [
-            dict(step="read", seconds=read_s, note="new image + whole state from Zarr"),
-            dict(step="update", seconds=update_s, note="read + update + write the new state (Zarr)"),
+            dict(step="read", seconds=read_s, note="new image + the state arrays every pixel's update reads"),
+            dict(step="update", seconds=update_s, note="update_saved: the saved state updated in place + result"),
             dict(step="update-kernel", seconds=kernel_s, note="update of the in-memory state (kernels only)"),
             dict(step="full-rerun", seconds=rerun_s, note=f"read the {args.dates}-date cube + bfast_monitor"),
             dict(step="fit", seconds=fit_s, note=f"fit on {args.dates - 1} dates (once)"),
+            dict(step="save", seconds=save_s, note="BfastMonitor.save to .zarr (once)"),
         ]
         summary = dict(pixels=n_pixels, dates=args.dates, monitoring_dates=args.dates - args.history,
                        threads=numba.get_num_threads(), history=args.history_method, nan=args.nan,

@@ -8,13 +8,14 @@ plain ``.npy`` files that an update memory-maps:
 * ``static/``: what the fit fixed (coefficients, sigma, history, status, the history
   tail of the MOSUM window); never written again;
 * ``hot-0/`` and ``hot-1/``: what an update changes (counts, running sums, first break,
-  magnitude, median window, window pointer), ``hot-{g % 2}`` for generation ``g``;
+  magnitude, median window, window pointer), ``hot-{g % 2}`` for generation ``g``; the
+  other slot holds an older generation, whose bytes the next update overwrites;
 * ``residuals.f8``: every monitoring residual, one row of float64 per date, raw;
 * ``state.json``: the committed generation, its number of residual rows and its dates.
 
-An update from generation ``g`` copies ``hot-{g % 2}`` to the other slot and runs the
-update kernel there, writes the residuals of the new dates into rows past the committed
-ones, and commits by replacing ``state.json`` (one rename). Nothing that generation ``g``
+An update from generation ``g`` reads ``hot-{g % 2}``, runs the update kernel on it in
+memory (writing the residuals of the new dates into rows past the committed ones),
+writes it to the other slot, and commits by replacing ``state.json`` (one rename). Nothing that generation ``g``
 reads is written before the commit, so a killed update leaves the previous state whole,
 and running it again redoes the same writes: the same bytes. Only then is the result
 rewritten in the Zarr store (its attribute ``tscube_state_generation`` says which state
@@ -29,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -101,11 +103,14 @@ def write_state(root, get, dates, n_pixels: int, *, last_update_dates: int) -> N
     final = state_dir(root)
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "static").mkdir(parents=True)
-    (tmp / "hot-0").mkdir()
+    for folder in ("static", "hot-0", "hot-1"):
+        (tmp / folder).mkdir(parents=True)
     for name in STATIC + HOT:
-        folder = "static" if name in STATIC else "hot-0"
-        np.save(tmp / folder / f"{name}.npy", np.ascontiguousarray(get(name), dtype=nrt.STATE_FIELDS[name]))
+        array = np.ascontiguousarray(get(name), dtype=nrt.STATE_FIELDS[name])
+        # both slots of what an update changes: an update then overwrites the bytes of the
+        # other generation's files rather than allocating new ones
+        for folder in ("static",) if name in STATIC else ("hot-0", "hot-1"):
+            np.save(tmp / folder / f"{name}.npy", array)
     residuals = np.ascontiguousarray(get("residuals"), dtype=np.float64)
     residuals.tofile(tmp / RESIDUALS)
     _write_json_atomic(tmp / MANIFEST, {"version": nrt.STATE_VERSION, "generation": 0, "pixels": int(n_pixels),
@@ -139,17 +144,20 @@ def _residual_rows(path: Path, shape: tuple[int, int], mode: str) -> np.ndarray:
     return np.asarray(np.memmap(path, dtype=np.float64, mode=mode, shape=shape))
 
 
-def _next_slot(source: np.ndarray, path: Path) -> np.ndarray:
-    """``path`` (reused when it has the right layout: no new pages) holding a copy of ``source``."""
-    target = None
+def _write_slot(path: Path, array: np.ndarray) -> None:
+    """Write ``array`` to the ``.npy`` file ``path``, over the bytes of the last generation
+    when the layout is the same (its pages are reused: no truncation, no new blocks)."""
+    array = np.ascontiguousarray(array)
     if path.is_file():
-        target = np.load(path, mmap_mode="r+")
-        if target.shape != source.shape or target.dtype != source.dtype:
-            target = None
-    if target is None:
-        target = np.lib.format.open_memmap(path, mode="w+", dtype=source.dtype, shape=source.shape)
-    target[...] = source
-    return np.asarray(target)
+        with open(path, "r+b") as handle:
+            version = np.lib.format.read_magic(handle)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read_header(handle)
+            if shape == array.shape and dtype == array.dtype and not fortran:
+                handle.write(memoryview(array.reshape(-1)).cast("B"))
+                return
+    np.save(path, array)
 
 
 def update_state_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[dict, np.ndarray, int]:
@@ -168,15 +176,19 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates) -> tupl
 
     state = {name: np.asarray(np.load(directory / "static" / f"{name}.npy", mmap_mode="r")) for name in STATIC}
     current, following = _hot_dir(directory, generation), _hot_dir(directory, generation + 1)
-    following.mkdir(exist_ok=True)
-    for name in HOT:
-        state[name] = _next_slot(np.load(current / f"{name}.npy", mmap_mode="r"), following / f"{name}.npy")
+    state.update({name: np.load(current / f"{name}.npy") for name in HOT})  # read, updated in memory
     path = directory / RESIDUALS
     total = rows + n_new
-    os.truncate(path, total * n_pixels * 8)  # the committed rows stay; later ones are this update's
+    with open(path, "r+b") as handle:  # the committed rows stay; later ones are this update's, NaN
+        handle.seek(rows * n_pixels * 8)
+        handle.write(memoryview(np.full(n_new * n_pixels, np.nan)).cast("B"))
+        if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
+            handle.truncate()
     state["residuals"] = _residual_rows(path, (total, n_pixels), "r+")
-    state["residuals"][rows:] = np.nan
     nrt.monitor_new_dates(state, model, dates, values, new_dates)
+    following.mkdir(exist_ok=True)
+    for name in HOT:
+        _write_slot(following / f"{name}.npy", state[name])
     if os.environ.get(PAUSE_ENV):  # tests kill the update here
         import time
 
@@ -202,9 +214,13 @@ def write_result(root, state: dict, model: dict, dates, alert: np.ndarray, gener
     breaks = int(np.count_nonzero(outputs["break_index"] >= 0))
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
-        for name, values in outputs.items():
+
+        def put(name):
             array = group[name]
-            array[...] = values.reshape(array.shape).astype(array.dtype, copy=False)
+            array[...] = outputs[name].reshape(array.shape).astype(array.dtype, copy=False)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:  # zarr's per-call overhead dominates
+            list(pool.map(put, outputs))
         group.attrs.update({GENERATION_ATTR: int(generation), "tscube_last_date": str(dates[-1]),
                             "pixels_processed": int(outputs["status"].size),
                             "status_counts": ", ".join(f"{k}: {v}" for k, v in status_counts.items()),
