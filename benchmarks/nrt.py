@@ -142,8 +142,8 @@ def main() -> None:
 
         rerun_s, full = _best(1, rerun)
         # pixels whose break differs from the full run's, and of those, how many because the
-        # full run selected another stable history: with datetime dates, R's time grid moves
-        # by an ulp as the series grows, which can flip a ROC/BP test decided within ~1e-11
+        # full run selected another stable history (a ROC/BP test decided within rounding,
+        # which the ulp-level move of the datetime grid as the series grows can flip)
         differ = new_breaks != full.break_index.ravel()
         other_history = differ & (new_history != full.history_start.ravel())
         same = int(np.count_nonzero(differ)) == 0

@@ -9,7 +9,10 @@ dates: break index and time, history start, statuses and counts exactly; the flo
 1e-12 of their scale for decimal-year dates. Datetime dates sit on R's grid, whose time
 values (``seq.int(tsp1, tsp2, length.out=N)``) move by an ulp when the series grows: the
 full run's harmonics then differ from the fitted ones by ~3e-12, and so do the floats
-(~1e-11 relative; tested to 1e-10).
+(~1e-11 relative; tested to 1e-10). A history test (ROC, BP) decided within rounding
+can then go the other way in the full run: one pixel in 4 million in
+``benchmarks/nrt.py``, where the cpu engine selects another history on 235 dates than on
+the 234 of the fit (the reference engine selects the fit's on both).
 
 The state of a pixel (flat arrays over pixel lanes; names in :data:`STATE_FIELDS`):
 
@@ -44,6 +47,10 @@ The update kernel runs on the cpu (numba, over pixel lanes) whatever engine made
 fit: per new image it reads and writes a few numbers per pixel plus the residual
 store, which is memory-bound work a GPU transfer would only slow down. The fit itself
 (history selection and the first monitoring) comes from any engine's outputs.
+
+:meth:`BfastMonitor.save` to ``.zarr`` writes the result and the state as files that
+:func:`update_saved` (and ``tscube monitor --update``) update in place, touching O(1)
+values per pixel and new image (:mod:`tscube.bfast._nrt_store`).
 """
 
 from __future__ import annotations
