@@ -358,3 +358,23 @@ def test_update_saved_in_place_equals_the_full_run(tmp_path):
 
 def xr_or_skip():
     return pytest.importorskip("xarray")
+
+
+def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch):
+    """An update of a saved state in chunks of one row of pixels (the state and the result
+    read, updated and written chunk by chunk) writes the same files as in one chunk."""
+    import shutil
+
+    from tscube.bfast import _nrt_store
+    from tscube.bfast.nrt import update_saved
+
+    from test_runs import tree_bytes
+
+    cube = _cube(0.5)
+    BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90]).save(tmp_path / "a.zarr")
+    shutil.copytree(tmp_path / "a.zarr", tmp_path / "b.zarr")
+    whole = update_saved(tmp_path / "a.zarr", cube.data[90:100], cube.dates[90:100])
+    monkeypatch.setattr(_nrt_store, "CHUNK_PIXELS", 10)  # 9 pixels a row: one row per chunk
+    rows = update_saved(tmp_path / "b.zarr", cube.data[90:100], cube.dates[90:100])
+    np.testing.assert_array_equal(rows, whole)
+    assert tree_bytes(tmp_path / "b.zarr") == tree_bytes(tmp_path / "a.zarr")

@@ -216,7 +216,7 @@ def test_update_killed_while_writing_the_result_is_repaired(updated, tmp_path, m
     shutil.copytree(fitted, out)
     real_write = _nrt_store.write_result
 
-    def die_half_way(root, state, model, dates, alert, generation):
+    def die_half_way(root, model, **kwargs):
         import zarr
 
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)

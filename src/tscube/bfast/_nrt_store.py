@@ -47,6 +47,8 @@ STATIC = ("fitted_status", "history_begin", "n_history", "coefficients", "sigma"
 HOT = tuple(name for name in nrt.STATE_FIELDS if name not in STATIC and name != "residuals")
 #: Zarr attribute: the state generation that the stored result shows.
 GENERATION_ATTR = "tscube_state_generation"
+#: Pixels updated at a time: their changing state (~250 bytes each) is held in memory.
+CHUNK_PIXELS = 1 << 20
 #: Environment variable (tests): seconds to wait between an update's writes and its commit.
 PAUSE_ENV = "TSCUBE_TEST_NRT_PAUSE"
 
@@ -144,26 +146,45 @@ def _residual_rows(path: Path, shape: tuple[int, int], mode: str) -> np.ndarray:
     return np.asarray(np.memmap(path, dtype=np.float64, mode=mode, shape=shape))
 
 
-def _write_slot(path: Path, array: np.ndarray) -> None:
-    """Write ``array`` to the ``.npy`` file ``path``, over the bytes of the last generation
-    when the layout is the same (its pages are reused: no truncation, no new blocks)."""
-    array = np.ascontiguousarray(array)
+def _slot_file(path: Path, like: np.ndarray) -> int:
+    """Make ``path`` an ``.npy`` file shaped and typed as ``like`` (kept when it already is:
+    its bytes are then overwritten, no new blocks); returns where its data starts."""
     if path.is_file():
-        with open(path, "r+b") as handle:
+        with open(path, "rb") as handle:
             version = np.lib.format.read_magic(handle)
             read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                            else np.lib.format.read_array_header_2_0)
             shape, fortran, dtype = read_header(handle)
-            if shape == array.shape and dtype == array.dtype and not fortran:
-                handle.write(memoryview(array.reshape(-1)).cast("B"))
-                return
-    np.save(path, array)
+            if shape == like.shape and dtype == like.dtype and not fortran:
+                return handle.tell()
+    np.lib.format.open_memmap(path, mode="w+", dtype=like.dtype, shape=like.shape)
+    return _slot_file(path, like)
 
 
-def update_state_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[dict, np.ndarray, int]:
+def _write_pixels(fd: int, offset: int, array: np.ndarray, p0: int, n_pixels: int) -> None:
+    """Write ``array`` ``(lead..., p1 - p0)`` into the pixels ``p0:p1`` of the ``(lead...,
+    n_pixels)`` array stored at ``offset`` of the file ``fd``: one write per lead row."""
+    rows = np.ascontiguousarray(array).reshape(-1, array.shape[-1])
+    itemsize = rows.dtype.itemsize
+    for i, row in enumerate(rows):
+        os.pwrite(fd, memoryview(row).cast("B"), offset + (i * n_pixels + p0) * itemsize)
+
+
+def _pixel_chunks(n_pixels: int, row_pixels: int, chunk_pixels: int):
+    """``slice`` of whole rows (``row_pixels`` each) of about ``chunk_pixels`` pixels."""
+    step = max(1, chunk_pixels // max(row_pixels, 1)) * max(row_pixels, 1)
+    for p0 in range(0, n_pixels, step):
+        yield slice(p0, min(n_pixels, p0 + step))
+
+
+def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_pixels: int = 1,
+                       chunk_pixels: int | None = None) -> int:
     """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
-    ``root``, in place, and commit: returns ``(state, dates, generation)`` after the update
-    (arrays memory-mapped; the result is not written yet)."""
+    ``root`` and commit; returns the new generation (the result is not written yet).
+
+    Chunk by chunk of pixels (whole rows of ``row_pixels``): the changing state of the
+    chunk is read from the committed slot, updated in memory (the new residuals go to
+    rows past the committed ones), and written into the other slot."""
     directory = state_dir(root)
     manifest = read_manifest(root)
     generation = int(manifest["generation"])
@@ -174,9 +195,11 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates) -> tupl
         raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
     n_new = len(all_dates) - len(dates)
 
-    state = {name: np.asarray(np.load(directory / "static" / f"{name}.npy", mmap_mode="r")) for name in STATIC}
+    static = {name: np.load(directory / "static" / f"{name}.npy", mmap_mode="r") for name in STATIC}
     current, following = _hot_dir(directory, generation), _hot_dir(directory, generation + 1)
-    state.update({name: np.load(current / f"{name}.npy") for name in HOT})  # read, updated in memory
+    committed = {name: np.load(current / f"{name}.npy", mmap_mode="r") for name in HOT}
+    following.mkdir(exist_ok=True)
+    offsets = {name: _slot_file(following / f"{name}.npy", committed[name]) for name in HOT}
     path = directory / RESIDUALS
     total = rows + n_new
     with open(path, "r+b") as handle:  # the committed rows stay; later ones are this update's, NaN
@@ -184,49 +207,70 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates) -> tupl
         handle.write(memoryview(np.full(n_new * n_pixels, np.nan)).cast("B"))
         if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
             handle.truncate()
-    state["residuals"] = _residual_rows(path, (total, n_pixels), "r+")
-    nrt.monitor_new_dates(state, model, dates, values, new_dates)
-    following.mkdir(exist_ok=True)
-    for name in HOT:
-        _write_slot(following / f"{name}.npy", state[name])
+    residuals = _residual_rows(path, (total, n_pixels), "r+")
+    files = {name: os.open(following / f"{name}.npy", os.O_WRONLY) for name in HOT}
+    try:
+        for chunk in _pixel_chunks(n_pixels, row_pixels, chunk_pixels or CHUNK_PIXELS):
+            state = {name: np.ascontiguousarray(static[name][..., chunk]) for name in STATIC}
+            state.update({name: np.array(committed[name][..., chunk]) for name in HOT})
+            state["residuals"] = residuals[:, chunk]
+            nrt.monitor_new_dates(state, model, dates, values[:, chunk], new_dates)
+            for name in HOT:
+                _write_pixels(files[name], offsets[name], state[name], chunk.start, n_pixels)
+    finally:
+        for fd in files.values():
+            os.close(fd)
     if os.environ.get(PAUSE_ENV):  # tests kill the update here
         import time
 
         time.sleep(float(os.environ[PAUSE_ENV]))
     _write_json_atomic(directory / MANIFEST, dict(manifest, generation=generation + 1, rows=total,
                                                   dates=_dates_json(all_dates), last_update_dates=n_new))
-    return state, all_dates, generation + 1
+    return generation + 1
 
 
-def write_result(root, state: dict, model: dict, dates, alert: np.ndarray, generation: int) -> dict[str, int]:
-    """Rewrite the result and ``alert`` in the Zarr store ``root`` from ``state`` (in place,
-    array by array), then its attributes; returns the status counts and breaks (the run
-    summary's)."""
+def write_result(root, model: dict, *, chunk_pixels: int | None = None) -> dict:
+    """Rewrite the result and ``alert`` in the Zarr store ``root`` from its committed state,
+    chunk by chunk of whole rows (in place), then its attributes (the generation shown
+    last); returns the status counts, breaks and alerts (the run summary's)."""
     import zarr
 
     from ..runs import _quiet_zarr
     from .result import BfastStatus
 
-    outputs = nrt.state_result(state, model, dates)
-    outputs["alert"] = np.asarray(alert, dtype=np.bool_)
-    codes, counts = np.unique(outputs["status"], return_counts=True)
-    status_counts = {BfastStatus(int(c)).name: int(n) for c, n in zip(codes, counts)}
-    breaks = int(np.count_nonzero(outputs["break_index"] >= 0))
+    manifest = read_manifest(root)
+    state, dates, generation = load_state(root, mmap_mode="r")
+    n_old = len(dates) - int(manifest["last_update_dates"])
+    counts: dict[int, int] = {}
+    breaks = alerts = 0
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
-
-        def put(name):
-            array = group[name]
-            array[...] = outputs[name].reshape(array.shape).astype(array.dtype, copy=False)
-
+        grid = tuple(group["status"].shape)
+        row_pixels = int(np.prod(grid[1:], dtype=np.int64))
         with ThreadPoolExecutor(max_workers=8) as pool:  # zarr's per-call overhead dominates
-            list(pool.map(put, outputs))
-        group.attrs.update({GENERATION_ATTR: int(generation), "tscube_last_date": str(dates[-1]),
-                            "pixels_processed": int(outputs["status"].size),
+            for chunk in _pixel_chunks(int(manifest["pixels"]), row_pixels, chunk_pixels or CHUNK_PIXELS):
+                part = {name: np.asarray(array[..., chunk]) for name, array in state.items() if name != "residuals"}
+                outputs = nrt.state_result(part, model, dates)
+                outputs["alert"] = part["break_index"] >= n_old
+                band = slice(chunk.start // row_pixels, chunk.stop // row_pixels)
+
+                def put(name, outputs=outputs, band=band):
+                    array = group[name]
+                    values = outputs[name].reshape((band.stop - band.start,) + grid[1:])
+                    array[band] = values.astype(array.dtype, copy=False)
+
+                list(pool.map(put, outputs))
+                for code, n in zip(*np.unique(outputs["status"], return_counts=True)):
+                    counts[int(code)] = counts.get(int(code), 0) + int(n)
+                breaks += int(np.count_nonzero(outputs["break_index"] >= 0))
+                alerts += int(np.count_nonzero(outputs["alert"]))
+        status_counts = {BfastStatus(code).name: n for code, n in sorted(counts.items())}
+        group.attrs.update({"tscube_last_date": str(dates[-1]), "pixels_processed": int(np.prod(grid)),
                             "status_counts": ", ".join(f"{k}: {v}" for k, v in status_counts.items()),
                             "breaks_found": breaks})
+        group.attrs.update({GENERATION_ATTR: int(generation)})
         zarr.consolidate_metadata(str(root))
-    return {"status_counts": status_counts, "breaks": breaks}
+    return {"status_counts": status_counts, "breaks": breaks, "alerts": alerts}
 
 
 def result_generation(root) -> int | None:
@@ -239,20 +283,12 @@ def result_generation(root) -> int | None:
     return None if value is None else int(value)
 
 
-def alert_map(state: dict, dates, last_update_dates: int) -> np.ndarray:
-    """The pixels whose first break lies among the last ``last_update_dates`` dates."""
-    return np.asarray(state["break_index"]) >= len(dates) - last_update_dates
-
-
 def repair_result(root, model: dict) -> bool:
     """Rewrite the result of ``root`` when it does not show the committed state (an update
     killed while writing it); True if it did."""
-    manifest = read_manifest(root)
-    generation = int(manifest["generation"])
-    if result_generation(root) == generation:
+    if result_generation(root) == int(read_manifest(root)["generation"]):
         return False
-    state, dates, _ = load_state(root, mmap_mode="r")
-    write_result(root, state, model, dates, alert_map(state, dates, int(manifest["last_update_dates"])), generation)
+    write_result(root, model)
     return True
 
 

@@ -899,7 +899,9 @@ def update_saved(path, data, dates=None, *, time_dim: str = "time") -> np.ndarra
         values, new_dates, _, _, shape = _as_input(data, dates, time_dim)
         if shape != pixel_shape:
             raise ValueError(f"new images are shaped {shape}, the state {pixel_shape}")
-        state, all_dates, generation = store.update_state_files(path, model, values, new_dates)
-        alert = store.alert_map(state, all_dates, len(new_dates))
-        store.write_result(path, state, model, all_dates, alert, generation)
-    return alert.reshape(pixel_shape)
+        n_old = len(store.state_dates(path))
+        store.update_state_files(path, model, values, new_dates,
+                                 row_pixels=int(np.prod(pixel_shape[1:], dtype=np.int64)))
+        store.write_result(path, model)
+        state, _, _ = store.load_state(path, mmap_mode="r")
+        return (np.asarray(state["break_index"]) >= n_old).reshape(pixel_shape)
