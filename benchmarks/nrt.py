@@ -218,6 +218,7 @@ def _scenes(folder: Path, raw: np.ndarray, dates, start, args) -> list[dict]:
 
     fit_s = run("-o", str(folder / "alerts.zarr"), "--update")
     _write_scene(scenes, raw[-1], dates[-1])
+    os.sync()  # what the fit wrote is on disk, as when the next scene arrives days later
     update_s = run("-o", str(folder / "alerts.zarr"), "--update")
     rerun_s = run("-o", str(folder / "full.zarr"))
     import xarray as xr

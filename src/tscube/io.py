@@ -234,14 +234,49 @@ def _folder_array(files: list[Path], nodatas, dtype, height: int, width: int, ro
 
 
 def _open_folder(folder: Path, date_pattern, memory, times=None):
-    import rasterio
     import xarray as xr
 
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in GEOTIFF_SUFFIXES and p.is_file())
     if not files:
         raise CubeError(f"folder {str(folder)!r} holds no GeoTIFF (.tif) files")
+    named = [date_from_name(path.stem, date_pattern) for path in files]
+    if times is not None and all(date is not None for date in named):
+        # the dates of every file from their names: only the selected files are opened
+        index = pd.DatetimeIndex(named)
+        _check_dates(index, [p.name for p in files], f"folder {folder.name}")
+        chosen = np.argsort(index.asi8, kind="stable")[np.asarray(times, dtype=np.int64)]
+        grids, _, nodatas, dtypes = _scan_files([files[i] for i in chosen], [named[i] for i in chosen],
+                                                date_pattern)
+        order = np.arange(len(chosen))
+        files, index = [files[i] for i in chosen], index[chosen]
+    else:
+        grids, dates, nodatas, dtypes = _scan_files(files, named, date_pattern)
+        index = pd.DatetimeIndex(dates)
+        _check_dates(index, [p.name for p in files], f"folder {folder.name}")
+        order = np.argsort(index.asi8, kind="stable")
+        if times is not None:
+            order = order[np.asarray(times, dtype=np.int64)]
+    dtype = np.result_type(*[_masked_dtype(d) for d in dtypes])
+    # Every file is read by the pixel blocks of the final chunks, so that gathering a
+    # block's time series holds only that block of each file in memory.
+    height, width = grids[0][3], grids[0][2]
+    rows, cols = pixel_block_shape(len(files), height, width, memory)
+    data = _folder_array([files[i] for i in order], [nodatas[i] for i in order], dtype, height, width, rows, cols)
+    template = _open_geotiff(files[order[0]]).squeeze("band", drop=True)  # coordinates and CRS only
+    da = xr.DataArray(data.rechunk({0: -1}), dims=("time", "y", "x"),
+                      coords={"time": index[order], **{k: v for k, v in template.coords.items()}},
+                      attrs={k: v for k, v in template.attrs.items() if k != "long_name"})
+    da.attrs["source_files"] = [files[i].name for i in order]
+    return _chunked(da, memory)
+
+
+def _scan_files(files: list, named: list, date_pattern):
+    """``(grids, dates, nodatas, dtypes)`` of single-band GeoTIFF files, the same grid each;
+    a date from ``named`` (the file names) or else from the tags."""
+    import rasterio
+
     grids, dates, nodatas, dtypes = [], [], [], []
-    for path in files:
+    for path, date in zip(files, named):
         try:
             with rasterio.open(path) as src:
                 grid = (src.crs, src.transform, src.width, src.height, src.count)
@@ -250,7 +285,6 @@ def _open_folder(folder: Path, date_pattern, memory, times=None):
                 dtypes.append(src.dtypes[0])
         except rasterio.errors.RasterioIOError as exc:
             raise CubeError(f"cannot read {path.name} as a GeoTIFF ({str(exc).splitlines()[0]})") from None
-        date = date_from_name(path.stem, date_pattern)
         if date is None:
             for key in _DATE_TAGS:
                 if key in tags:
@@ -271,23 +305,7 @@ def _open_folder(folder: Path, date_pattern, memory, times=None):
             )
         grids.append(grid)
         dates.append(date)
-    index = pd.DatetimeIndex(dates)
-    _check_dates(index, [p.name for p in files], f"folder {folder.name}")
-    order = np.argsort(index.asi8, kind="stable")
-    if times is not None:
-        order = order[np.asarray(times, dtype=np.int64)]
-    dtype = np.result_type(*[_masked_dtype(d) for d in dtypes])
-    # Every file is read by the pixel blocks of the final chunks, so that gathering a
-    # block's time series holds only that block of each file in memory.
-    height, width = grids[0][3], grids[0][2]
-    rows, cols = pixel_block_shape(len(files), height, width, memory)
-    data = _folder_array([files[i] for i in order], [nodatas[i] for i in order], dtype, height, width, rows, cols)
-    template = _open_geotiff(files[order[0]]).squeeze("band", drop=True)  # coordinates and CRS only
-    da = xr.DataArray(data.rechunk({0: -1}), dims=("time", "y", "x"),
-                      coords={"time": index[order], **{k: v for k, v in template.coords.items()}},
-                      attrs={k: v for k, v in template.attrs.items() if k != "long_name"})
-    da.attrs["source_files"] = [files[i].name for i in order]
-    return _chunked(da, memory)
+    return grids, dates, nodatas, dtypes
 
 
 def _open_multiband(path: Path, dates, memory):

@@ -45,6 +45,9 @@ RESIDUALS = "residuals.f8"
 STATIC = ("fitted_status", "history_begin", "n_history", "coefficients", "sigma", "tail")
 #: State arrays that an update changes (kept for two generations).
 HOT = tuple(name for name in nrt.STATE_FIELDS if name not in STATIC and name != "residuals")
+#: Outputs that only the fit sets (an update leaves them as they are in the store; not
+#: ``history_start``: a time on the datetime grid, which moves by an ulp as dates come).
+FIT_OUTPUTS = ("n_history",)
 #: Zarr attribute: the state generation that the stored result shows.
 GENERATION_ATTR = "tscube_state_generation"
 #: Pixels updated at a time: their changing state (~250 bytes each) is held in memory.
@@ -259,7 +262,7 @@ def write_result(root, model: dict, *, chunk_pixels: int | None = None) -> dict:
                     values = outputs[name].reshape((band.stop - band.start,) + grid[1:])
                     array[band] = values.astype(array.dtype, copy=False)
 
-                list(pool.map(put, outputs))
+                list(pool.map(put, [name for name in outputs if name not in FIT_OUTPUTS]))
                 for code, n in zip(*np.unique(outputs["status"], return_counts=True)):
                     counts[int(code)] = counts.get(int(code), 0) + int(n)
                 breaks += int(np.count_nonzero(outputs["break_index"] >= 0))
