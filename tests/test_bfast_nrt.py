@@ -296,7 +296,7 @@ def test_median_window_is_exact(size):
             residuals[i, 0] = v
             count, below, above = nrt._window_insert(v, window, 0, count, below, above)
             if not nrt._holds_median(count, below, above):
-                count, below, above = nrt._rebuild_window(window, 0, count + below + above, residuals)
+                count, below, above = nrt._rebuild_window(window, 0, count + below + above, residuals, 0)
                 rebuilds += 1
             assert below + count + above == i + 1
             np.testing.assert_array_equal(window[:count, 0], np.sort(series[:i + 1])[below:below + count])

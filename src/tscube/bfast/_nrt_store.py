@@ -214,10 +214,12 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_
     files = {name: os.open(following / f"{name}.npy", os.O_WRONLY) for name in HOT}
     try:
         for chunk in _pixel_chunks(n_pixels, row_pixels, chunk_pixels or CHUNK_PIXELS):
-            state = {name: np.ascontiguousarray(static[name][..., chunk]) for name in STATIC}
+            # copies in memory, and the residual rows whole: the kernel the in-memory
+            # update compiled (writable, contiguous arrays) serves every chunk
+            state = {name: np.array(static[name][..., chunk]) for name in STATIC}
             state.update({name: np.array(committed[name][..., chunk]) for name in HOT})
-            state["residuals"] = residuals[:, chunk]
-            nrt.monitor_new_dates(state, model, dates, values[:, chunk], new_dates)
+            state["residuals"] = residuals
+            nrt.monitor_new_dates(state, model, dates, values[:, chunk], new_dates, pixel0=chunk.start)
             for name in HOT:
                 _write_pixels(files[name], offsets[name], state[name], chunk.start, n_pixels)
     finally:

@@ -223,13 +223,13 @@ def _holds_median(count, below, above):
 
 
 @njit(cache=True)
-def _rebuild_window(window, p, n, residuals):
+def _rebuild_window(window, p, n, residuals, column):
     """Refill the median window of lane ``p`` from its ``n`` residuals (the non-NaN values
-    of ``residuals[:, p]``), centred on their middle ranks; returns ``(count, below, above)``."""
+    of ``residuals[:, column]``), centred on their middle ranks; returns ``(count, below, above)``."""
     values = np.empty(n)
     m = 0
     for t in range(residuals.shape[0]):
-        r = residuals[t, p]
+        r = residuals[t, column]
         if not math.isnan(r):
             values[m] = r
             m += 1
@@ -258,7 +258,7 @@ def _window_median(window, p, count, below, above):
 
 
 @njit(parallel=True, cache=True)
-def _advance(Y, X, index, offset, monitored, fitted, beta, sigma, n_history, h, critval, cusum, n_monitor, tail,
+def _advance(Y, X, index, offset, pixel0, monitored, fitted, beta, sigma, n_history, h, critval, cusum, n_monitor, tail,
              leaving, window_sum, residual_sum, fitted_sum, process_sum, statistic, break_index, residuals,
              median_window, median_count, median_below, median_above, magnitude):
     """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
@@ -278,6 +278,7 @@ def _advance(Y, X, index, offset, monitored, fitted, beta, sigma, n_history, h, 
                 count += not math.isnan(Y[i, p])
             n_monitor[p] = count
             continue
+        q = pixel0 + p  # the lane's column of the residual rows
         n = n_history[p]
         w = int(math.floor(h * n))
         scale = 1.0 / (sigma[p] * math.sqrt(n)) if monitored[p] else 0.0
@@ -297,7 +298,7 @@ def _advance(Y, X, index, offset, monitored, fitted, beta, sigma, n_history, h, 
             for a in range(X.shape[1]):  # as _residual, from the lane's coefficients in place
                 r -= X[i, a] * beta[a, p]
             row = offset + i
-            residuals[row, p] = r
+            residuals[row, q] = r
             predicted += y - r
             rsum += r
             filled, below, above = _window_insert(r, median_window, p, filled, below, above)
@@ -312,9 +313,9 @@ def _advance(Y, X, index, offset, monitored, fitted, beta, sigma, n_history, h, 
             elif w == 0:
                 out = r
             else:  # ... or the monitoring residual m - w, whose row is ``oldest``
-                out = residuals[oldest, p]
+                out = residuals[oldest, q]
                 oldest += 1
-                while math.isnan(residuals[oldest, p]):
+                while math.isnan(residuals[oldest, q]):
                     oldest += 1
             wsum += r - out
             value = (rsum if cusum else wsum) * scale
@@ -327,7 +328,7 @@ def _advance(Y, X, index, offset, monitored, fitted, beta, sigma, n_history, h, 
             if size > process_bound((n + m + 1) / n, critval, cusum):  # t from the history start
                 first = index[i]
         if not _holds_median(filled, below, above):
-            filled, below, above = _rebuild_window(median_window, p, filled + below + above, residuals)
+            filled, below, above = _rebuild_window(median_window, p, filled + below + above, residuals, q)
         n_monitor[p] = count
         window_sum[p] = wsum
         residual_sum[p] = rsum
@@ -465,14 +466,16 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
     return flagged[0]
 
 
-def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict) -> None:
+def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict,
+                   pixel0: int = 0) -> None:
     """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in
-    place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN)."""
+    place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN),
+    whose columns from ``pixel0`` on are the lanes of the other arrays."""
     fitted_status = state["fitted_status"]
     fitted = np.isin(fitted_status, _FITTED_CODES)
     monitored = np.isin(fitted_status, _MONITORED_CODES)
     offset = state["residuals"].shape[0] - Y.shape[0]
-    _advance(Y, X, rows.astype(np.int64), offset, monitored, fitted, state["coefficients"], state["sigma"],
+    _advance(Y, X, rows.astype(np.int64), offset, pixel0, monitored, fitted, state["coefficients"], state["sigma"],
              state["n_history"], model["h"], model["critval"], model["type"] == "OLS-CUSUM", state["n_monitor"],
              state["tail"], state["leaving"], state["window_sum"], state["residual_sum"], state["fitted_sum"],
              state["process_sum"], state["statistic"], state["break_index"], state["residuals"],
@@ -512,9 +515,10 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
     return new
 
 
-def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates) -> None:
+def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates, pixel0: int = 0) -> None:
     """Monitor the new images ``values`` ``(T_new, P)`` at ``new_dates`` into ``state``, in
-    place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them."""
+    place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them (its
+    columns from ``pixel0`` on: a chunk of the pixels may update a store's rows in place)."""
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
     rows = np.arange(len(dates), len(all_dates))
@@ -522,7 +526,7 @@ def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_d
     Y, valid, is_inf = _as_lanes(values, model["nodata"])
     state["n_valid"] += valid.sum(axis=0, dtype=np.int32)
     state["n_inf"] += is_inf.sum(axis=0, dtype=np.int32)
-    _advance_state(state, Y, rows, X, model)
+    _advance_state(state, Y, rows, X, model, pixel0)
 
 
 def _join_dates(dates, new_dates):
