@@ -13,9 +13,11 @@ plain ``.npy`` files that an update memory-maps:
 * ``residuals.f8``: every monitoring residual, one row of float64 per date, raw;
 * ``state.json``: the committed generation, its number of residual rows and its dates.
 
-An update from generation ``g`` reads ``hot-{g % 2}``, runs the update kernel on it in
-memory (writing the residuals of the new dates into rows past the committed ones),
-writes it to the other slot, and commits by replacing ``state.json`` (one rename). Nothing that generation ``g``
+An update from generation ``g`` goes chunk by chunk of whole pixel rows
+(:data:`CHUNK_PIXELS`): it reads the chunk's part of ``hot-{g % 2}``, runs the update
+kernel on it in memory (writing the residuals of the new dates into rows past the
+committed ones) and writes it into the other slot; then it commits by replacing
+``state.json`` (one rename). Nothing that generation ``g``
 reads is written before the commit, so a killed update leaves the previous state whole,
 and running it again redoes the same writes: the same bytes. Only then is the result
 rewritten in the Zarr store (its attribute ``tscube_state_generation`` says which state
