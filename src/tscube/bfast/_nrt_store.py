@@ -200,7 +200,9 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_
         raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
     n_new = len(all_dates) - len(dates)
 
-    static = {name: np.load(directory / "static" / f"{name}.npy", mmap_mode="r") for name in STATIC}
+    # copy-on-write maps: typed as the in-memory state's arrays (one compiled kernel), and
+    # nothing written to them could reach the files
+    static = {name: np.asarray(np.load(directory / "static" / f"{name}.npy", mmap_mode="c")) for name in STATIC}
     current, following = _hot_dir(directory, generation), _hot_dir(directory, generation + 1)
     committed = {name: np.load(current / f"{name}.npy", mmap_mode="r") for name in HOT}
     following.mkdir(exist_ok=True)
@@ -216,9 +218,9 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_
     files = {name: os.open(following / f"{name}.npy", os.O_WRONLY) for name in HOT}
     try:
         for chunk in _pixel_chunks(n_pixels, row_pixels, chunk_pixels or CHUNK_PIXELS):
-            # copies in memory, and the residual rows whole: the kernel the in-memory
-            # update compiled (writable, contiguous arrays) serves every chunk
-            state = {name: np.array(static[name][..., chunk]) for name in STATIC}
+            # the chunk's changing state in memory; the fit's arrays and the residual rows
+            # whole (the kernel reads their columns from chunk.start on)
+            state = dict(static, fitted_status=static["fitted_status"][chunk])
             state.update({name: np.array(committed[name][..., chunk]) for name in HOT})
             state["residuals"] = residuals
             nrt.monitor_new_dates(state, model, dates, values[:, chunk], new_dates, pixel0=chunk.start)

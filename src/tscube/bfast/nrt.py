@@ -267,7 +267,8 @@ def _advance(Y, X, index, offset, pixel0, monitored, fitted, beta, sigma, n_hist
     boundary crossing, the median window and the magnitude. ``fitted`` lanes get residuals
     and a magnitude; ``monitored`` ones (fitted, sigma > 0) the process. Counts the valid
     new values of every lane in ``n_monitor``. O(1) per lane and date, but for a
-    rebuilt median window."""
+    rebuilt median window. Lane ``p`` is column ``pixel0 + p`` of the fit's arrays
+    (``beta``, ``sigma``, ``n_history``, ``tail``) and of ``residuals``."""
     P = Y.shape[1]
     T = Y.shape[0]
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
@@ -278,10 +279,10 @@ def _advance(Y, X, index, offset, pixel0, monitored, fitted, beta, sigma, n_hist
                 count += not math.isnan(Y[i, p])
             n_monitor[p] = count
             continue
-        q = pixel0 + p  # the lane's column of the residual rows
-        n = n_history[p]
+        q = pixel0 + p  # the lane's column of the fit's arrays and of the residual rows
+        n = n_history[q]
         w = int(math.floor(h * n))
-        scale = 1.0 / (sigma[p] * math.sqrt(n)) if monitored[p] else 0.0
+        scale = 1.0 / (sigma[q] * math.sqrt(n)) if monitored[p] else 0.0
         wsum = window_sum[p]
         rsum = residual_sum[p]
         predicted = fitted_sum[p]
@@ -296,7 +297,7 @@ def _advance(Y, X, index, offset, pixel0, monitored, fitted, beta, sigma, n_hist
                 continue
             r = y
             for a in range(X.shape[1]):  # as _residual, from the lane's coefficients in place
-                r -= X[i, a] * beta[a, p]
+                r -= X[i, a] * beta[a, q]
             row = offset + i
             residuals[row, q] = r
             predicted += y - r
@@ -309,7 +310,7 @@ def _advance(Y, X, index, offset, pixel0, monitored, fitted, beta, sigma, n_hist
             if not monitored[p]:
                 continue
             if m < w:  # the residual leaving the window: a history one ...
-                out = tail[m, p]
+                out = tail[m, q]
             elif w == 0:
                 out = r
             else:  # ... or the monitoring residual m - w, whose row is ``oldest``
@@ -469,8 +470,9 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
 def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict,
                    pixel0: int = 0) -> None:
     """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in
-    place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN),
-    whose columns from ``pixel0`` on are the lanes of the other arrays."""
+    place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN).
+    The fit's arrays (``coefficients``, ``sigma``, ``n_history``, ``tail``) and the residual
+    rows may cover more pixels: their columns from ``pixel0`` on are the lanes of the others."""
     fitted_status = state["fitted_status"]
     fitted = np.isin(fitted_status, _FITTED_CODES)
     monitored = np.isin(fitted_status, _MONITORED_CODES)
@@ -517,8 +519,8 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
 
 def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates, pixel0: int = 0) -> None:
     """Monitor the new images ``values`` ``(T_new, P)`` at ``new_dates`` into ``state``, in
-    place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them (its
-    columns from ``pixel0`` on: a chunk of the pixels may update a store's rows in place)."""
+    place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them (see
+    :func:`_advance_state` for ``pixel0``: a chunk of the pixels of a saved state)."""
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
     rows = np.arange(len(dates), len(all_dates))
