@@ -52,7 +52,7 @@ HOT = tuple(name for name in nrt.STATE_FIELDS if name not in STATIC and name != 
 FIT_OUTPUTS = ("n_history",)
 #: Zarr attribute: the state generation that the stored result shows.
 GENERATION_ATTR = "tscube_state_generation"
-#: Pixels updated at a time: their changing state (~250 bytes each) is held in memory.
+#: Pixels updated at a time: their changing state (~220 bytes each) is held in memory.
 CHUNK_PIXELS = 1 << 20
 #: Environment variable (tests): seconds to wait between an update's writes and its commit.
 PAUSE_ENV = "TSCUBE_TEST_NRT_PAUSE"
