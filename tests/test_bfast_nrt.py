@@ -341,7 +341,7 @@ def test_update_saved_in_place_equals_the_full_run(tmp_path):
         for name, array in monitor.state_.items():
             np.testing.assert_array_equal(loaded.state_[name], array, err_msg=name)
         assert_equal_to_full_run(loaded.result(), full, cube.data, rtol=1e-10)
-        with xr_or_skip().open_zarr(path) as ds:
+        with pytest.importorskip("xarray").open_zarr(path) as ds:
             np.testing.assert_array_equal(ds["break_index"].values, full.break_index)
             assert ds.attrs[_nrt_store.GENERATION_ATTR] == len(steps)
     before = _nrt_store.load_state(path)
@@ -354,10 +354,6 @@ def test_update_saved_in_place_equals_the_full_run(tmp_path):
     assert after[2] == before[2]
     for name in before[0]:
         np.testing.assert_array_equal(after[0][name], before[0][name])
-
-
-def xr_or_skip():
-    return pytest.importorskip("xarray")
 
 
 def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch):

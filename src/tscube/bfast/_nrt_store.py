@@ -72,6 +72,9 @@ def _hot_dir(directory: Path, generation: int) -> Path:
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
+    """As :func:`tscube.runs._write_json_atomic`, but with one temporary name (no process
+    id): a rerun after a kill overwrites what the kill left, so the directory ends up with
+    the same files (updates hold the store's lock)."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
     os.replace(tmp, path)
@@ -155,15 +158,10 @@ def _slot_file(path: Path, like: np.ndarray) -> int:
     """Make ``path`` an ``.npy`` file shaped and typed as ``like`` (kept when it already is:
     its bytes are then overwritten, no new blocks); returns where its data starts."""
     if path.is_file():
-        with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
-            shape, fortran, dtype = read_header(handle)
-            if shape == like.shape and dtype == like.dtype and not fortran:
-                return handle.tell()
-    np.lib.format.open_memmap(path, mode="w+", dtype=like.dtype, shape=like.shape)
-    return _slot_file(path, like)
+        existing = np.load(path, mmap_mode="r")
+        if existing.shape == like.shape and existing.dtype == like.dtype and existing.flags.c_contiguous:
+            return int(existing.offset)
+    return int(np.lib.format.open_memmap(path, mode="w+", dtype=like.dtype, shape=like.shape).offset)
 
 
 def _write_pixels(fd: int, offset: int, array: np.ndarray, p0: int, n_pixels: int) -> None:
@@ -323,15 +321,9 @@ def adopt_dataset_state(root) -> None:
         with _quiet_zarr(), xr.open_zarr(root, consolidated=False) as ds:
             pixel_dims = tuple(ds["status"].dims)
             n_pixels = int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64))
-
-            def get(name):
-                variable = ds[nrt.STATE_PREFIX + name]
-                lead = tuple(d for d in variable.dims if d not in pixel_dims)
-                values = np.asarray(variable.transpose(*lead, *pixel_dims).values)
-                return values.reshape(values.shape[:len(lead)] + (n_pixels,))
-
             dates = nrt._normalise_dates(ds["date"].values)
-            write_state(root, get, dates, n_pixels, last_update_dates=len(dates))
+            write_state(root, lambda name: nrt.state_lanes(ds, name, pixel_dims), dates, n_pixels,
+                        last_update_dates=len(dates))
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
         for name in leftover:

@@ -685,14 +685,17 @@ def model_from_attrs(attrs) -> dict:
 
 def state_arrays(ds, pixel_dims) -> dict[str, np.ndarray]:
     """The state arrays of a state dataset over flat pixel lanes (``(P,)``, ``(rows, P)``)."""
+    return {name: state_lanes(ds, name, pixel_dims) for name in STATE_FIELDS}
+
+
+def state_lanes(ds, name: str, pixel_dims) -> np.ndarray:
+    """The state array ``name`` of a state dataset over flat pixel lanes, loaded (C order,
+    writable)."""
     n_pixels = int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64))
-    state = {}
-    for name, dtype in STATE_FIELDS.items():
-        variable = ds[STATE_PREFIX + name]
-        lead = tuple(ds.sizes[d] for d in variable.dims if d not in pixel_dims)
-        values = variable.transpose(*(d for d in variable.dims if d not in pixel_dims), *pixel_dims).values
-        state[name] = np.require(np.asarray(values, dtype=dtype).reshape(lead + (n_pixels,)), requirements=["C", "W"])
-    return state
+    variable = ds[STATE_PREFIX + name]
+    lead = tuple(d for d in variable.dims if d not in pixel_dims)
+    values = np.asarray(variable.transpose(*lead, *pixel_dims).values, dtype=STATE_FIELDS[name])
+    return np.require(values.reshape(values.shape[:len(lead)] + (n_pixels,)), requirements=["C", "W"])
 
 
 def state_from_dataset(ds) -> tuple[dict, dict, np.ndarray]:
