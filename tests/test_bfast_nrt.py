@@ -356,6 +356,44 @@ def test_update_saved_in_place_equals_the_full_run(tmp_path):
         np.testing.assert_array_equal(after[0][name], before[0][name])
 
 
+def test_update_saved_writes_what_a_whole_rewrite_writes(tmp_path):
+    """An update rewrites only the result chunks that can change (statuses where the first
+    valid or monitoring value came, breaks where they moved, ``n_inf`` where it grew, ...):
+    after each of 8 one-date updates of a cloudy cube with infs and a pixel that gets its
+    first value, the store's bytes equal a whole rewrite's, and the result the full run's."""
+    import shutil
+
+    import zarr
+
+    from tscube.bfast import _nrt_store
+    from tscube.bfast.nrt import model_from_attrs, update_saved
+
+    from test_runs import tree_bytes
+
+    cube = _cube(0.9, n_dates=100)
+    data = cube.data.copy()
+    data[:, 0, 0] = np.nan
+    data[95, 0, 0] = 0.5  # first valid value of the pixel
+    data[93, 1, :3] = np.inf
+    full = bfast_monitor(data, cube.dates, cube.dates[70], freq=23, engine="cpu")
+    path = tmp_path / "state.zarr"
+    BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(data[:92], cube.dates[:92]).save(path)
+    model = model_from_attrs(zarr.open_group(str(path), mode="r").attrs)
+    statuses = []
+    for t in range(92, 100):
+        update_saved(path, data[t:t + 1], cube.dates[t:t + 1])
+        whole = tmp_path / f"whole{t}.zarr"
+        shutil.copytree(path, whole)
+        _nrt_store.write_result(whole, model)
+        assert tree_bytes(whole) == tree_bytes(path), t
+        statuses.append(zarr.open_array(str(path / "status"), mode="r")[...])
+    assert any((a != b).any() for a, b in zip(statuses, statuses[1:]))  # statuses did change on the way
+    with pytest.importorskip("xarray").open_zarr(path) as ds:
+        stored = type("Stored", (), {name: ds[name].values for name in OUTPUT_DTYPES})
+        assert_equal_to_full_run(stored, full, data[np.isfinite(data)], rtol=1e-10)
+    assert full.n_inf.sum() > 0 and full.status[0, 0] != BfastStatus.ALL_MISSING
+
+
 def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch):
     """An update of a saved state in chunks of one row of pixels (the state and the result
     read, updated and written chunk by chunk) writes the same files as in one chunk."""
@@ -374,3 +412,36 @@ def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch
     rows = update_saved(tmp_path / "b.zarr", cube.data[90:100], cube.dates[90:100])
     np.testing.assert_array_equal(rows, whole)
     assert tree_bytes(tmp_path / "b.zarr") == tree_bytes(tmp_path / "a.zarr")
+
+
+@pytest.mark.parametrize("dtype, fill", [(np.float64, np.nan), (np.int64, -1), (np.bool_, False)])
+def test_result_written_in_place_equals_zarr(tmp_path, dtype, fill):
+    """The result's in-place writer (bands of rows into raw chunk files) gives what zarr
+    gives: the same values, the same bytes in every chunk file zarr wrote, edge chunks
+    padded with the fill value, missing chunk files (all fill) made; other layouts refused."""
+    zarr = pytest.importorskip("zarr")
+    from tscube.bfast._nrt_store import _ChunkFiles
+
+    rng = np.random.default_rng(3)
+    arrays = []
+    for name in ("in_place", "by_zarr"):
+        array = zarr.create_array(str(tmp_path / name), shape=(7, 9), chunks=(3, 4), dtype=dtype, fill_value=fill,
+                                  compressors=None)
+        first = np.full((7, 9), fill, dtype=dtype)
+        first[:3] = rng.integers(0, 2, (3, 9)) if dtype is np.bool_ else rng.integers(-5, 5, (3, 9))
+        array[...] = first  # rows 3-6: all fill, no chunk file
+        arrays.append(array)
+    writer = _ChunkFiles.of(arrays[0])
+    assert writer is not None
+    for band in (slice(0, 3), slice(3, 6), slice(6, 7)):
+        values = rng.integers(0, 2, (band.stop - band.start, 9)).astype(dtype)
+        writer.write_rows(values, band)
+        arrays[1][band] = values
+    np.testing.assert_array_equal(arrays[0][...], arrays[1][...])
+    zarr_files = {p.relative_to(tmp_path / "by_zarr"): p.read_bytes() for p in (tmp_path / "by_zarr").rglob("c/*/*")}
+    assert zarr_files and {p.relative_to(tmp_path / "in_place") for p in (tmp_path / "in_place").rglob("c/*/*")} \
+        == set(zarr_files)
+    for path, data in zarr_files.items():
+        assert (tmp_path / "in_place" / path).read_bytes() == data, path
+    compressed = zarr.create_array(str(tmp_path / "compressed"), shape=(7, 9), chunks=(3, 4), dtype=dtype)
+    assert _ChunkFiles.of(compressed) is None

@@ -14,22 +14,23 @@ plain ``.npy`` files that an update memory-maps:
 * ``state.json``: the committed generation, its number of residual rows and its dates.
 
 An update from generation ``g`` goes chunk by chunk of whole pixel rows
-(:data:`CHUNK_PIXELS`): it reads the chunk's part of ``hot-{g % 2}``, runs the update
-kernel on it in memory (writing the residuals of the new dates into rows past the
-committed ones) and writes it into the other slot; then it commits by replacing
-``state.json`` (one rename). Nothing that generation ``g``
-reads is written before the commit, so a killed update leaves the previous state whole,
-and running it again redoes the same writes: the same bytes. Only then is the result
-rewritten in the Zarr store (its attribute ``tscube_state_generation`` says which state
-it shows; :func:`repair_result` rewrites a result that an update was killed writing).
-The update reads the new images, the static arrays, one slot and the residual rows it
-needs (the one leaving the MOSUM window; all of a pixel's, when its median has walked out
-of its window), and writes one slot, the new rows and the result.
+(:data:`CHUNK_PIXELS`): the update kernel reads the chunk's part of ``hot-{g % 2}`` and
+writes its new generation into the other slot, both mapped (and the residuals of the new
+dates into rows past the committed ones); then it commits by replacing ``state.json``
+(one rename). Nothing that generation ``g`` reads is written before the commit, so a
+killed update leaves the previous state whole, and running it again redoes the same
+writes: the same bytes. Only then is the result rewritten in the Zarr store, in place
+and only where it can have changed (its attribute ``tscube_state_generation`` says which
+state it shows; :func:`repair_result` rewrites the whole result that an update was killed
+writing). The update reads the new images, the static arrays, one slot and the residual
+rows it needs (the one leaving the MOSUM window; all of a pixel's, when its median has
+walked out of its window), and writes one slot, the new rows and the result.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,8 @@ FIT_OUTPUTS = ("n_history",)
 GENERATION_ATTR = "tscube_state_generation"
 #: Pixels updated at a time: their changing state (~220 bytes each) is held in memory.
 CHUNK_PIXELS = 1 << 20
+#: Pixels of the result written at a time by each thread (rounded to whole chunk rows).
+BAND_PIXELS = 1 << 18
 #: Environment variable (tests): seconds to wait between an update's writes and its commit.
 PAUSE_ENV = "TSCUBE_TEST_NRT_PAUSE"
 
@@ -154,23 +157,14 @@ def _residual_rows(path: Path, shape: tuple[int, int], mode: str) -> np.ndarray:
     return np.asarray(np.memmap(path, dtype=np.float64, mode=mode, shape=shape))
 
 
-def _slot_file(path: Path, like: np.ndarray) -> int:
+def _slot_file(path: Path, like: np.ndarray) -> None:
     """Make ``path`` an ``.npy`` file shaped and typed as ``like`` (kept when it already is:
-    its bytes are then overwritten, no new blocks); returns where its data starts."""
+    its bytes are then overwritten, no new blocks)."""
     if path.is_file():
         existing = np.load(path, mmap_mode="r")
         if existing.shape == like.shape and existing.dtype == like.dtype and existing.flags.c_contiguous:
-            return int(existing.offset)
-    return int(np.lib.format.open_memmap(path, mode="w+", dtype=like.dtype, shape=like.shape).offset)
-
-
-def _write_pixels(fd: int, offset: int, array: np.ndarray, p0: int, n_pixels: int) -> None:
-    """Write ``array`` ``(lead..., p1 - p0)`` into the pixels ``p0:p1`` of the ``(lead...,
-    n_pixels)`` array stored at ``offset`` of the file ``fd``: one write per lead row."""
-    rows = np.ascontiguousarray(array).reshape(-1, array.shape[-1])
-    itemsize = rows.dtype.itemsize
-    for i, row in enumerate(rows):
-        os.pwrite(fd, memoryview(row).cast("B"), offset + (i * n_pixels + p0) * itemsize)
+            return
+    np.lib.format.open_memmap(path, mode="w+", dtype=like.dtype, shape=like.shape)
 
 
 def _pixel_chunks(n_pixels: int, row_pixels: int, chunk_pixels: int):
@@ -185,9 +179,9 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_
     """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
     ``root`` and commit; returns the new generation (the result is not written yet).
 
-    Chunk by chunk of pixels (whole rows of ``row_pixels``): the changing state of the
-    chunk is read from the committed slot, updated in memory (the new residuals go to
-    rows past the committed ones), and written into the other slot."""
+    Chunk by chunk of pixels (whole rows of ``row_pixels``): the update kernel reads the
+    chunk's changing state from the committed slot and writes its new generation into the
+    other slot, both mapped (the new residuals go to rows past the committed ones)."""
     directory = state_dir(root)
     manifest = read_manifest(root)
     generation = int(manifest["generation"])
@@ -202,9 +196,14 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_
     # nothing written to them could reach the files
     static = {name: np.asarray(np.load(directory / "static" / f"{name}.npy", mmap_mode="c")) for name in STATIC}
     current, following = _hot_dir(directory, generation), _hot_dir(directory, generation + 1)
-    committed = {name: np.load(current / f"{name}.npy", mmap_mode="r") for name in HOT}
+    # the committed generation, read in place by the kernel (copy-on-write maps, as the fit)
+    committed = {name: np.asarray(np.load(current / f"{name}.npy", mmap_mode="c")) for name in HOT}
     following.mkdir(exist_ok=True)
-    offsets = {name: _slot_file(following / f"{name}.npy", committed[name]) for name in HOT}
+    for name in HOT:
+        _slot_file(following / f"{name}.npy", committed[name])
+    # the other slot, written in place by the kernel (the pages of an older generation:
+    # no new memory, no copy)
+    written = {name: np.asarray(np.load(following / f"{name}.npy", mmap_mode="r+")) for name in HOT}
     path = directory / RESIDUALS
     total = rows + n_new
     with open(path, "r+b") as handle:  # the committed rows stay; later ones are this update's, NaN
@@ -212,21 +211,11 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_
         handle.write(memoryview(np.full(n_new * n_pixels, np.nan)).cast("B"))
         if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
             handle.truncate()
-    residuals = _residual_rows(path, (total, n_pixels), "r+")
-    files = {name: os.open(following / f"{name}.npy", os.O_WRONLY) for name in HOT}
-    try:
-        for chunk in _pixel_chunks(n_pixels, row_pixels, chunk_pixels or CHUNK_PIXELS):
-            # the chunk's changing state in memory; the fit's arrays and the residual rows
-            # whole (the kernel reads their columns from chunk.start on)
-            state = dict(static, fitted_status=static["fitted_status"][chunk])
-            state.update({name: np.array(committed[name][..., chunk]) for name in HOT})
-            state["residuals"] = residuals
-            nrt.monitor_new_dates(state, model, dates, values[:, chunk], new_dates, pixel0=chunk.start)
-            for name in HOT:
-                _write_pixels(files[name], offsets[name], state[name], chunk.start, n_pixels)
-    finally:
-        for fd in files.values():
-            os.close(fd)
+    state = dict(static, **written, residuals=_residual_rows(path, (total, n_pixels), "r+"))
+    for chunk in _pixel_chunks(n_pixels, row_pixels, chunk_pixels or CHUNK_PIXELS):
+        nrt.monitor_new_dates(state, model, dates, values[:, chunk], new_dates, pixel0=chunk.start,
+                              previous=committed)
+    del state, written  # the maps closed (their pages written back by the system)
     if os.environ.get(PAUSE_ENV):  # tests kill the update here
         import time
 
@@ -236,41 +225,169 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_
     return generation + 1
 
 
-def write_result(root, model: dict, *, chunk_pixels: int | None = None) -> dict:
+class _ChunkFiles:
+    """Bands of rows written in place into the chunk files of a Zarr array stored as raw
+    bytes (format 3, no filter, compressor or sharding, little-endian: what
+    :func:`tscube.bfast.nrt.store_uncompressed` writes), one ``pwrite`` per chunk: the bytes
+    zarr would write (edge chunks padded with the fill value, no file for a chunk that is
+    all fill), without replacing each chunk file whole; a band's rows of a chunk are
+    contiguous in its file, so a band covering part of a chunk is written without reading
+    the rest. ``None`` from :meth:`of` for any other layout."""
+
+    def __init__(self, array, folder: Path):
+        self.array, self.folder = array, folder
+        self.chunks, self.shape = tuple(array.chunks), tuple(array.shape)
+        self.dtype = np.dtype(array.dtype).newbyteorder("<")
+        self.fill = array.fill_value
+
+    @classmethod
+    def of(cls, array):
+        from zarr.codecs import BytesCodec
+        from zarr.storage import LocalStore
+
+        if (array.metadata.zarr_format != 3 or array.filters or array.compressors
+                or not isinstance(array.serializer, BytesCodec) or np.dtype(array.dtype).byteorder == ">"
+                or not isinstance(array.store, LocalStore)):
+            return None
+        return cls(array, Path(array.store.root) / array.path)
+
+    def write_rows(self, values: np.ndarray, band: slice, where: np.ndarray | None = None) -> None:
+        """``values`` ``(band rows,) + shape[1:]`` into rows ``band`` of the array; with
+        ``where`` (shaped as ``values``), only into the chunks where it has a True."""
+        import itertools
+
+        first, rest = self.chunks[0], self.chunks[1:]
+        inner = int(np.prod(rest, dtype=np.int64))
+        tiles = itertools.product(*(range(-(-n // c)) for n, c in zip(self.shape[1:], rest)))
+        for tile in tiles:
+            inside = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(tile, rest, self.shape[1:]))
+            for row_tile in range(band.start // first, (band.stop - 1) // first + 1):
+                lo, hi = max(band.start, row_tile * first), min(band.stop, (row_tile + 1) * first)
+                region = (slice(lo - band.start, hi - band.start),) + inside
+                if where is not None and not where[region].any():
+                    continue
+                part = values[region]
+                if part.shape[1:] == rest:
+                    block = np.ascontiguousarray(part, dtype=self.dtype)
+                else:  # an edge chunk: zarr pads it with the fill value
+                    block = np.full((hi - lo,) + rest, self.fill, dtype=self.dtype)
+                    block[(slice(None),) + tuple(slice(0, s.stop - s.start) for s in inside)] = part
+                self._write(self.folder / self.array.metadata.encode_chunk_key((row_tile,) + tile),
+                            (lo - row_tile * first) * inner * self.dtype.itemsize, block)
+
+    def _write(self, path: Path, offset: int, block: np.ndarray) -> None:
+        size = int(np.prod(self.chunks, dtype=np.int64)) * self.dtype.itemsize
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        except FileNotFoundError:  # zarr stores no chunk that is all fill: keep it so, or make it whole first
+            fill = np.isnan(block) if self.dtype.kind == "f" and np.isnan(self.fill) else block == self.fill
+            if fill.all():
+                return
+            path.parent.mkdir(parents=True, exist_ok=True)
+            whole = np.full(self.chunks, self.fill, dtype=self.dtype)
+            tmp = path.with_name(path.name + ".tmp")
+            whole.tofile(tmp)
+            os.replace(tmp, path)
+            fd = os.open(path, os.O_WRONLY)
+        try:
+            if os.fstat(fd).st_size != size:
+                raise OSError(f"{path} is not a whole uncompressed chunk")
+            os.pwrite(fd, memoryview(block).cast("B"), offset)
+        finally:
+            os.close(fd)
+
+
+def write_result(root, model: dict, *, since: int | None = None) -> dict:
     """Rewrite the result and ``alert`` in the Zarr store ``root`` from its committed state,
-    chunk by chunk of whole rows (in place), then its attributes (the generation shown
-    last); returns the status counts, breaks and alerts (the run summary's)."""
+    in bands of whole chunk rows (:data:`BAND_PIXELS`) on every core, in place into the
+    chunk files where they are raw bytes (:class:`_ChunkFiles`), then its attributes (the
+    generation shown last); returns the status counts, breaks and alerts (the run
+    summary's).
+
+    ``since``: the generation that the stored result shows, when the caller knows it (an
+    update, after its commit). If it is the one before the committed one, whose slot
+    still holds it, only the chunks of the outputs that can differ are written: the
+    status, ``sigma`` and ``rmse`` where a pixel's first valid or first monitoring value
+    came, the break where it changed, ``n_inf`` where it grew, the times of the breaks and
+    history starts only if the dates' grid moved; the others wherever."""
     import zarr
 
     from ..runs import _quiet_zarr
+    from ..timeaxis import build_time_axis
     from .result import BfastStatus
 
     manifest = read_manifest(root)
     state, dates, generation = load_state(root, mmap_mode="r")
     n_old = len(dates) - int(manifest["last_update_dates"])
-    counts: dict[int, int] = {}
-    breaks = alerts = 0
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
         grid = tuple(group["status"].shape)
         row_pixels = int(np.prod(grid[1:], dtype=np.int64))
-        with ThreadPoolExecutor(max_workers=8) as pool:  # zarr's per-call overhead dominates
-            for chunk in _pixel_chunks(int(manifest["pixels"]), row_pixels, chunk_pixels or CHUNK_PIXELS):
-                part = {name: np.asarray(array[..., chunk]) for name, array in state.items() if name != "residuals"}
-                outputs = nrt.state_result(part, model, dates)
-                outputs["alert"] = part["break_index"] >= n_old
-                band = slice(chunk.start // row_pixels, chunk.stop // row_pixels)
+        names = [name for name in (*nrt.OUTPUT_DTYPES, "alert") if name not in FIT_OUTPUTS]
+        arrays = {name: group[name] for name in names}
+        in_place = {name: _ChunkFiles.of(array) for name, array in arrays.items()}
+        previous, grid_moved = None, True
+        if since is not None and since == generation - 1 and group.attrs.get(GENERATION_ATTR) == since:
+            slot = _hot_dir(state_dir(root), since)
+            previous = {name: np.load(slot / f"{name}.npy", mmap_mode="r")
+                        for name in ("n_valid", "n_monitor", "n_inf", "break_index")}
+            time = build_time_axis(dates, model["freq"]).time
+            grid_moved = not np.array_equal(build_time_axis(dates[:n_old], model["freq"]).time, time[:n_old])
+        # bands of whole chunk rows (no two bands write the same chunk file): each band's
+        # result computed on every core (numba), then written by threads while the next
+        # band is computed
+        height = math.lcm(*(array.chunks[0] for array in arrays.values()))
+        band_rows = height * max(1, BAND_PIXELS // max(row_pixels * height, 1))
 
-                def put(name, outputs=outputs, band=band):
-                    array = group[name]
-                    values = outputs[name].reshape((band.stop - band.start,) + grid[1:])
-                    array[band] = values.astype(array.dtype, copy=False)
+        def put(name, values, band, where):
+            shape = (band.stop - band.start,) + grid[1:]
+            where = None if where is None else where.reshape(shape)
+            if in_place[name] is not None:
+                in_place[name].write_rows(values.reshape(shape), band, where)
+            elif where is None or where.any():
+                arrays[name][band] = values.reshape(shape).astype(arrays[name].dtype, copy=False)
 
-                list(pool.map(put, [name for name in outputs if name not in FIT_OUTPUTS]))
+        def changed(part, pixels) -> dict:
+            """Where each output can differ from the stored one (absent: anywhere)."""
+            if previous is None:
+                return {}
+            old = {name: array[pixels] for name, array in previous.items()}
+            status = ((old["n_valid"] == 0) != (part["n_valid"] == 0)) | \
+                     ((old["n_monitor"] == 0) != (part["n_monitor"] == 0))
+            broke = status | (old["break_index"] != part["break_index"])
+            where = {"status": status, "sigma": status, "rmse": status, "break_index": broke,
+                     "n_inf": old["n_inf"] != part["n_inf"]}
+            if not grid_moved:
+                where.update(break_time=broke, history_start=np.zeros_like(status))
+            return where
+
+        counts: dict[int, int] = {}
+        breaks = alerts = 0
+        # two sets of output buffers, a band's reused two bands later once written: no new
+        # memory per band (whose first touch costs more than the band's result)
+        lanes = band_rows * row_pixels
+        buffers = [{name: np.empty(lanes, dtype=dtype) for name, dtype in (*nrt.OUTPUT_DTYPES.items(), ("alert", bool))}
+                   for _ in range(2)]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            writes: list[list] = []
+            for i, first_row in enumerate(range(0, grid[0], band_rows)):
+                band = slice(first_row, min(grid[0], first_row + band_rows))
+                pixels = slice(band.start * row_pixels, band.stop * row_pixels)
+                part = {name: array[..., pixels] for name, array in state.items() if name != "residuals"}
+                if i >= 2:
+                    for write in writes[i - 2]:
+                        write.result()
+                outputs = {name: buffer[:pixels.stop - pixels.start] for name, buffer in buffers[i % 2].items()}
+                nrt.state_result(part, model, dates, out=outputs)
+                np.greater_equal(part["break_index"], n_old, out=outputs["alert"])
+                where = changed(part, pixels)
+                writes.append([pool.submit(put, name, outputs[name], band, where.get(name)) for name in names])
                 for code, n in zip(*np.unique(outputs["status"], return_counts=True)):
                     counts[int(code)] = counts.get(int(code), 0) + int(n)
                 breaks += int(np.count_nonzero(outputs["break_index"] >= 0))
                 alerts += int(np.count_nonzero(outputs["alert"]))
+            for write in (write for band_writes in writes for write in band_writes):
+                write.result()
         status_counts = {BfastStatus(code).name: n for code, n in sorted(counts.items())}
         group.attrs.update({"tscube_last_date": str(dates[-1]), "pixels_processed": int(np.prod(grid)),
                             "status_counts": ", ".join(f"{k}: {v}" for k, v in status_counts.items()),

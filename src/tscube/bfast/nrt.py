@@ -106,6 +106,14 @@ STATE_FIELDS = {
 _FITTED = tuple(MONITORED) + (BfastStatus.PERFECT_FIT,)
 _MONITORED_CODES = np.array([int(s) for s in MONITORED], dtype=np.int8)
 _FITTED_CODES = np.array([int(s) for s in _FITTED], dtype=np.int8)
+#: Whether a status code (indexed by its byte) is fitted (row 0) or monitored (row 1): the
+#: kernels' lookup table.
+_CODE_KINDS = np.zeros((2, 256), dtype=np.bool_)
+_CODE_KINDS[0, _FITTED_CODES.view(np.uint8)] = True
+_CODE_KINDS[1, _MONITORED_CODES.view(np.uint8)] = True
+_NO_MONITORING_DATA, _ALL_MISSING, _PERFECT_FIT = (int(s) for s in (BfastStatus.NO_MONITORING_DATA,
+                                                                     BfastStatus.ALL_MISSING,
+                                                                     BfastStatus.PERFECT_FIT))
 
 #: Parameters of :func:`tscube.bfast_monitor` that define the model (saved with the state).
 MODEL_PARAMS = ("order", "trend", "h", "level", "end", "history", "freq", "nodata")
@@ -258,40 +266,53 @@ def _window_median(window, p, count, below, above):
 
 
 @njit(parallel=True, cache=True)
-def _advance(Y, X, index, offset, pixel0, monitored, fitted, beta, sigma, n_history, h, critval, cusum, n_monitor, tail,
-             leaving, window_sum, residual_sum, fitted_sum, process_sum, statistic, break_index, residuals,
-             median_window, median_count, median_below, median_above, magnitude):
+def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h, critval, cusum, tail,
+             residuals, previous, n_monitor, leaving, window_sum, residual_sum, fitted_sum, process_sum, statistic,
+             break_index, median_window, median_count, median_below, median_above, magnitude):
     """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
     design rows ``X``, residual rows from ``offset``): residuals, the MOSUM window, the
     process (OLS-MOSUM, or OLS-CUSUM if ``cusum``) and its running statistics, the first
-    boundary crossing, the median window and the magnitude. ``fitted`` lanes get residuals
-    and a magnitude; ``monitored`` ones (fitted, sigma > 0) the process. Counts the valid
-    new values of every lane in ``n_monitor``. O(1) per lane and date, but for a
-    rebuilt median window. Lane ``p`` is column ``pixel0 + p`` of the fit's arrays
-    (``beta``, ``sigma``, ``n_history``, ``tail``) and of ``residuals``."""
+    boundary crossing, the median window and the magnitude. Fitted lanes get residuals
+    and a magnitude, monitored ones (fitted, sigma > 0) the process: the kinds of each
+    ``fitted_status`` in ``codes`` (:data:`_CODE_KINDS`). Counts the valid new values of
+    every lane in ``n_monitor``. O(1) per lane and date, but for a rebuilt median window.
+
+    Lane ``p`` (column ``p`` of ``Y``) is column ``q = pixel0 + p`` of every other array:
+    the fit's (``fitted_status``, ``beta``, ``sigma``, ``n_history``, ``tail``), the
+    residual rows, the arrays from ``n_monitor`` on, which it writes, and those of
+    ``previous`` (the same arrays in their order, read only: the state before, which is
+    them when updated in place, or a saved generation)."""
+    (n_monitor_0, leaving_0, window_sum_0, residual_sum_0, fitted_sum_0, process_sum_0, statistic_0, break_index_0,
+     median_window_0, median_count_0, median_below_0, median_above_0, magnitude_0) = previous
     P = Y.shape[1]
     T = Y.shape[0]
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
     for p in prange(P):
-        count = n_monitor[p]
-        if not fitted[p]:
+        q = pixel0 + p
+        for u in range(median_window.shape[0]):
+            median_window[u, q] = median_window_0[u, q]
+        count = n_monitor_0[q]
+        wsum = window_sum_0[q]
+        rsum = residual_sum_0[q]
+        predicted = fitted_sum_0[q]
+        total = process_sum_0[q]
+        biggest = statistic_0[q]
+        first = break_index_0[q]
+        oldest = leaving_0[q]
+        filled, below, above = median_count_0[q], median_below_0[q], median_above_0[q]
+        median = magnitude_0[q]
+        kind = fitted_status[q]
+        monitored = codes[1, kind]
+        if not codes[0, kind]:
             for i in range(T):
                 count += not math.isnan(Y[i, p])
-            n_monitor[p] = count
-            continue
-        q = pixel0 + p  # the lane's column of the fit's arrays and of the residual rows
+            T_lane = 0
+        else:
+            T_lane = T
         n = n_history[q]
         w = int(math.floor(h * n))
-        scale = 1.0 / (sigma[q] * math.sqrt(n)) if monitored[p] else 0.0
-        wsum = window_sum[p]
-        rsum = residual_sum[p]
-        predicted = fitted_sum[p]
-        total = process_sum[p]
-        biggest = statistic[p]
-        first = break_index[p]
-        oldest = leaving[p]
-        filled, below, above = median_count[p], median_below[p], median_above[p]
-        for i in range(T):
+        scale = 1.0 / (sigma[q] * math.sqrt(n)) if monitored else 0.0
+        for i in range(T_lane):
             y = Y[i, p]
             if math.isnan(y):
                 continue
@@ -302,12 +323,12 @@ def _advance(Y, X, index, offset, pixel0, monitored, fitted, beta, sigma, n_hist
             residuals[row, q] = r
             predicted += y - r
             rsum += r
-            filled, below, above = _window_insert(r, median_window, p, filled, below, above)
+            filled, below, above = _window_insert(r, median_window, q, filled, below, above)
             m = count  # r is the m-th monitoring residual (0-based), n + m from the history start
             count += 1
             if m == 0:
                 oldest = row
-            if not monitored[p]:
+            if not monitored:
                 continue
             if m < w:  # the residual leaving the window: a history one ...
                 out = tail[m, q]
@@ -328,18 +349,20 @@ def _advance(Y, X, index, offset, pixel0, monitored, fitted, beta, sigma, n_hist
                 continue
             if size > process_bound((n + m + 1) / n, critval, cusum):  # t from the history start
                 first = index[i]
-        if not _holds_median(filled, below, above):
-            filled, below, above = _rebuild_window(median_window, p, filled + below + above, residuals, q)
-        n_monitor[p] = count
-        window_sum[p] = wsum
-        residual_sum[p] = rsum
-        fitted_sum[p] = predicted
-        process_sum[p] = total
-        statistic[p] = biggest
-        break_index[p] = first
-        leaving[p] = oldest
-        median_count[p], median_below[p], median_above[p] = filled, below, above
-        magnitude[p] = _window_median(median_window, p, filled, below, above)
+        if T_lane:
+            if not _holds_median(filled, below, above):
+                filled, below, above = _rebuild_window(median_window, q, filled + below + above, residuals, q)
+            median = _window_median(median_window, q, filled, below, above)
+        n_monitor[q] = count
+        window_sum[q] = wsum
+        residual_sum[q] = rsum
+        fitted_sum[q] = predicted
+        process_sum[q] = total
+        statistic[q] = biggest
+        break_index[q] = first
+        leaving[q] = oldest
+        median_count[q], median_below[q], median_above[q] = filled, below, above
+        magnitude[q] = median
 
 
 # --------------------------------------------------------------------------------------
@@ -467,22 +490,25 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
     return flagged[0]
 
 
+#: The state arrays that the update kernel changes, in its order (``previous``, then out).
+_ADVANCED = ("n_monitor", "leaving", "window_sum", "residual_sum", "fitted_sum", "process_sum", "statistic",
+             "break_index", "median_window", "median_count", "median_below", "median_above", "magnitude")
+
+
 def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict,
-                   pixel0: int = 0) -> None:
+                   pixel0: int = 0, previous: dict | None = None) -> None:
     """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in
     place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN).
-    The fit's arrays (``coefficients``, ``sigma``, ``n_history``, ``tail``) and the residual
-    rows may cover more pixels: their columns from ``pixel0`` on are the lanes of the others."""
-    fitted_status = state["fitted_status"]
-    fitted = np.isin(fitted_status, _FITTED_CODES)
-    monitored = np.isin(fitted_status, _MONITORED_CODES)
+    The arrays of ``state`` may cover more pixels than ``Y``: its columns from ``pixel0`` on
+    are the lanes of ``Y`` (a chunk of a saved state), the others are left alone.
+    ``previous``: where the changing arrays are read from (default: ``state`` itself; a
+    saved generation, shaped as ``state``'s, whose lanes are then copied or updated)."""
+    previous = state if previous is None else previous
     offset = state["residuals"].shape[0] - Y.shape[0]
-    _advance(Y, X, rows.astype(np.int64), offset, pixel0, monitored, fitted, state["coefficients"], state["sigma"],
-             state["n_history"], model["h"], model["critval"], model["type"] == "OLS-CUSUM", state["n_monitor"],
-             state["tail"], state["leaving"], state["window_sum"], state["residual_sum"], state["fitted_sum"],
-             state["process_sum"], state["statistic"], state["break_index"], state["residuals"],
-             state["median_window"], state["median_count"], state["median_below"], state["median_above"],
-             state["magnitude"])
+    _advance(Y, X, rows.astype(np.int64), offset, pixel0, state["fitted_status"].view(np.uint8), _CODE_KINDS,
+             state["coefficients"], state["sigma"], state["n_history"], model["h"], model["critval"],
+             model["type"] == "OLS-CUSUM", state["tail"], state["residuals"],
+             tuple(previous[name] for name in _ADVANCED), *(state[name] for name in _ADVANCED))
 
 
 def _more_rows(rows: np.ndarray, extra: int) -> np.ndarray:
@@ -517,18 +543,26 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
     return new
 
 
-def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates, pixel0: int = 0) -> None:
+def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates, pixel0: int = 0,
+                      previous: dict | None = None) -> None:
     """Monitor the new images ``values`` ``(T_new, P)`` at ``new_dates`` into ``state``, in
     place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them (see
-    :func:`_advance_state` for ``pixel0``: a chunk of the pixels of a saved state)."""
+    :func:`_advance_state` for ``pixel0``, where the chunk ``values`` starts among the
+    pixels of ``state``, and ``previous``, the saved generation its changing arrays come
+    from)."""
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
     rows = np.arange(len(dates), len(all_dates))
     X = _design_rows(axis, rows, model)
     Y, valid, is_inf = _as_lanes(values, model["nodata"])
-    state["n_valid"] += valid.sum(axis=0, dtype=np.int32)
-    state["n_inf"] += is_inf.sum(axis=0, dtype=np.int32)
-    _advance_state(state, Y, rows, X, model, pixel0)
+    lanes = slice(pixel0, pixel0 + Y.shape[1])
+    before = state if previous is None else previous
+    np.add(before["n_valid"][lanes], valid.sum(axis=0, dtype=np.int32), out=state["n_valid"][lanes])
+    if is_inf.any():
+        np.add(before["n_inf"][lanes], is_inf.sum(axis=0, dtype=np.int32), out=state["n_inf"][lanes])
+    elif before is not state:
+        state["n_inf"][lanes] = before["n_inf"][lanes]
+    _advance_state(state, Y, rows, X, model, pixel0, previous)
 
 
 def _join_dates(dates, new_dates):
@@ -552,39 +586,63 @@ def _join_dates(dates, new_dates):
     return np.concatenate([dates, new_dates])
 
 
-def state_result(state: dict, model: dict, dates) -> dict[str, np.ndarray]:
-    """The outputs of :func:`tscube.bfast_monitor` (flat, by name) that the state stands for.
+def state_result(state: dict, model: dict, dates, out: dict | None = None) -> dict[str, np.ndarray]:
+    """The outputs of :func:`tscube.bfast_monitor` (flat, by name) that the state stands for
+    (into the arrays of ``out`` when given: one per output, shaped as the state's lanes).
 
-    Every output of ``OUTPUT_DTYPES`` needs a line here (one added there stays NaN until
-    it has one; the equality tests compare every output with the full run)."""
+    Every output of ``OUTPUT_DTYPES`` needs a line in :func:`_result_lanes` (one added
+    there stays NaN until it has one; the equality tests compare every output with the
+    full run)."""
     axis = build_time_axis(dates, model["freq"])
-    fitted = state["fitted_status"]
-    n_monitor, n_valid = state["n_monitor"], state["n_valid"]
-    status = fitted.copy()
-    status[np.isin(fitted, _FITTED_CODES) & (n_monitor == 0)] = BfastStatus.NO_MONITORING_DATA
-    status[n_valid == 0] = BfastStatus.ALL_MISSING
-    monitored = np.isin(status, _MONITORED_CODES)
-    with_fit = monitored | (status == BfastStatus.PERFECT_FIT)
-    out = {name: np.full(status.shape, -1 if name == "break_index" else (0 if np.dtype(dtype).kind in "iu" else np.nan),
-                         dtype=dtype) for name, dtype in OUTPUT_DTYPES.items()}
-    out["status"] = status
+    fitted_status = state["fitted_status"]
+    if out is None:
+        out = {name: np.empty(fitted_status.shape, dtype=dtype) for name, dtype in OUTPUT_DTYPES.items()}
     for name in ("n_valid", "n_history", "n_monitor", "n_inf"):
-        out[name] = state[name].astype(OUTPUT_DTYPES[name])
-    breaks = monitored & (state["break_index"] >= 0)
-    out["break_index"][breaks] = state["break_index"][breaks]
-    out["break_time"][breaks] = axis.time[state["break_index"][breaks]]
-    has_history = state["history_begin"] >= 0
-    out["history_start"][has_history] = axis.time[state["history_begin"][has_history]]
-    out["sigma"][with_fit] = state["sigma"][with_fit]
-    out["magnitude"][with_fit] = state["magnitude"][with_fit]
-    out["statistic"][monitored] = state["statistic"][monitored]
-    out["mosum_mean"][monitored] = state["process_sum"][monitored] / n_monitor[monitored]
-    n, k = state["n_history"][with_fit], state["coefficients"].shape[0]
-    out["rmse"][with_fit] = np.sqrt(state["sigma"][with_fit] ** 2 * (n - k) / n)
-    expected = state["fitted_sum"][with_fit] / n_monitor[with_fit]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["relative_magnitude"][with_fit] = np.where(expected != 0, out["magnitude"][with_fit] / expected, np.nan)
+        out[name][...] = state[name]
+    _result_lanes(fitted_status.view(np.uint8), state["n_valid"], state["n_monitor"], state["n_history"],
+                  state["history_begin"], state["break_index"], state["sigma"], state["magnitude"],
+                  state["statistic"], state["process_sum"], state["fitted_sum"], axis.time,
+                  state["coefficients"].shape[0], _CODE_KINDS, out["status"], out["break_index"], out["break_time"],
+                  out["history_start"], out["sigma"], out["magnitude"], out["statistic"], out["mosum_mean"],
+                  out["rmse"], out["relative_magnitude"])
     return out
+
+
+@njit(parallel=True, cache=True)
+def _result_lanes(fitted_status, n_valid, n_monitor, n_history, history_begin, break_index, sigma, magnitude,
+                  statistic, process_sum, fitted_sum, time, k, codes, status, break_index_out, break_time,
+                  history_start, sigma_out, magnitude_out, statistic_out, mosum_mean, rmse, relative_magnitude):
+    """The result of every lane in one pass: the status (the fit's, or no monitoring data,
+    or all missing), then the outputs that the status gives (``codes[0]``: fitted codes,
+    ``codes[1]``: monitored ones, indexed by the code's byte); NaN / -1 elsewhere."""
+    nan = np.nan
+    for p in prange(fitted_status.shape[0]):
+        code = fitted_status[p]
+        if codes[0, code] and n_monitor[p] == 0:
+            code = np.uint8(_NO_MONITORING_DATA)
+        if n_valid[p] == 0:
+            code = np.uint8(_ALL_MISSING)
+        status[p] = np.int8(code)
+        monitored = codes[1, code]
+        with_fit = monitored or code == _PERFECT_FIT
+        b = break_index[p]
+        broke = monitored and b >= 0
+        break_index_out[p] = b if broke else -1
+        break_time[p] = time[b] if broke else nan
+        begin = history_begin[p]
+        history_start[p] = time[begin] if begin >= 0 else nan
+        statistic_out[p] = statistic[p] if monitored else nan
+        mosum_mean[p] = process_sum[p] / n_monitor[p] if monitored else nan
+        if not with_fit:
+            sigma_out[p] = magnitude_out[p] = rmse[p] = relative_magnitude[p] = nan
+            continue
+        s = sigma[p]
+        sigma_out[p] = s
+        magnitude_out[p] = magnitude[p]
+        n = n_history[p]
+        rmse[p] = math.sqrt(s * s * (n - k) / n)  # as numpy's sigma ** 2 * (n - k) / n
+        expected = fitted_sum[p] / n_monitor[p]
+        relative_magnitude[p] = magnitude[p] / expected if expected != 0 else nan
 
 
 # --------------------------------------------------------------------------------------
@@ -908,9 +966,8 @@ def update_saved(path, data, dates=None, *, time_dim: str = "time") -> np.ndarra
         values, new_dates, _, _, shape = _as_input(data, dates, time_dim)
         if shape != pixel_shape:
             raise ValueError(f"new images are shaped {shape}, the state {pixel_shape}")
-        n_old = len(store.state_dates(path))
-        store.update_state_files(path, model, values, new_dates,
-                                 row_pixels=int(np.prod(pixel_shape[1:], dtype=np.int64)))
-        store.write_result(path, model)
-        state, _, _ = store.load_state(path, mmap_mode="r")
-        return (np.asarray(state["break_index"]) >= n_old).reshape(pixel_shape)
+        generation = store.update_state_files(path, model, values, new_dates,
+                                              row_pixels=int(np.prod(pixel_shape[1:], dtype=np.int64)))
+        store.write_result(path, model, since=generation - 1)
+        with _quiet_zarr():
+            return np.asarray(zarr.open_array(str(path / "alert"), mode="r")[...], dtype=bool)
