@@ -247,3 +247,48 @@ def test_open_cube_reads_only_the_selected_dates_of_a_folder(tmp_path, raw):
     assert part.attrs["source_files"] == [f"scene_{DATES[9]:%Y%m%d}.tif"]
     np.testing.assert_array_equal(part.values, whole.values[[2]])
     np.testing.assert_array_equal(part["time"].values, whole["time"].values[[2]])
+
+
+def test_update_of_a_folder_opens_only_the_new_scenes(tmp_path, raw):
+    """An update of a folder whose file names hold the dates takes the dates from the names
+    and opens only the new files: old scenes that can no longer be read (archived,
+    truncated) do not matter, and the result is the one from a readable folder."""
+    scenes = tmp_path / "scenes"
+    scenes.mkdir()
+    for i in range(52):
+        write_stack(scenes / f"scene_{DATES[i]:%Y%m%d}.tif", raw[[i]], DATES[[i]])
+    out, whole = tmp_path / "alerts.zarr", tmp_path / "whole.zarr"
+    args = ["--date-pattern", "%Y%m%d"]
+    assert tscube(*update_args(scenes, out, *args)).exit_code == 0
+    shutil.copytree(out, whole)
+    for i in range(52, 55):
+        write_stack(scenes / f"scene_{DATES[i]:%Y%m%d}.tif", raw[[i]], DATES[[i]])
+    readable = tscube(*update_args(scenes, whole, *args))
+    assert readable.exit_code == 0, readable.output
+    for i in range(52):  # the old scenes become unreadable
+        (scenes / f"scene_{DATES[i]:%Y%m%d}.tif").write_bytes(b"archived")
+    result = tscube(*update_args(scenes, out, *args))
+    assert result.exit_code == 0, result.output
+    assert "55 dates" in result.output and "from the file names" in result.output
+    assert "updating alerts.zarr: 3 new date(s)" in result.output
+    assert tree_bytes(out) == tree_bytes(whole)
+    assert_equal_to_full_run(_Stored(out), full_run(raw, 55), raw[:55], rtol=1e-10)
+
+
+def test_folder_dates_from_the_file_names(tmp_path, raw):
+    """The sorted dates of a folder from its file names alone; None where a name holds no
+    date (open_cube then reads the file's tags) or for other inputs; duplicates refused."""
+    from tscube.io import CubeError, folder_dates
+
+    folder = tmp_path / "scenes"
+    folder.mkdir()
+    for i in (9, 3, 7):
+        (folder / f"scene_{DATES[i]:%Y%m%d}.tif").write_bytes(b"not opened")
+    np.testing.assert_array_equal(folder_dates(folder, "%Y%m%d"), DATES[[3, 7, 9]])
+    assert folder_dates(tmp_path / "nothing.zarr") is None and folder_dates(tmp_path / "a.tif") is None
+    (folder / f"copy_{DATES[3]:%Y%m%d}.tif").write_bytes(b"")
+    with pytest.raises(CubeError, match="duplicate date"):
+        folder_dates(folder, "%Y%m%d")
+    (folder / f"copy_{DATES[3]:%Y%m%d}.tif").unlink()
+    (folder / "undated.tif").write_bytes(b"")
+    assert folder_dates(folder, "%Y%m%d") is None

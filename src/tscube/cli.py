@@ -442,12 +442,12 @@ def monitor(
         _check_output(output)
         start_value = _parse_when(start, "start")
         history_value = _parse_history(bfast.history)
-        da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory, stac)
-        _echo_input(input_path, da)
         if update:
-            _monitor_update(input_path, output, da, start, start_value, history_value, bfast, stac, process, engine,
+            _monitor_update(input_path, output, start, start_value, history_value, bfast, stac, process, engine,
                             workers, scheduler, memory, progress, overwrite)
             return
+        da = _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory, stac)
+        _echo_input(input_path, da)
         template = bfast_monitor_xarray(
             da, start_value, history=history_value, **bfast.model(), return_process=process, engine=engine,
             memory=memory)
@@ -476,29 +476,43 @@ def _suggest_update():
         raise
 
 
-def _monitor_update(input_path, output: Path, da, start: str, start_value, history_value, bfast: "BfastInput",
+def _monitor_update(input_path, output: Path, start: str, start_value, history_value, bfast: "BfastInput",
                     stac: "StacInput", process: bool, engine: str, workers, scheduler, memory, progress: bool,
                     overwrite: bool) -> None:
-    """``monitor --update``: fit a monitoring state into OUTPUT, or update it with the new dates."""
+    """``monitor --update``: fit a monitoring state into OUTPUT, or update it with the new
+    dates. An update of a folder whose file names hold the dates opens only the new files."""
     from .bfast import BfastStatus
-    from .bfast._nrt_xarray import run_nrt
+    from .bfast._nrt_xarray import holds_state, run_nrt
+    from .io import folder_dates
     from .runs import input_identity
 
     if output.suffix.lower() != ".zarr":
         raise ValueError(f"--update keeps a monitoring state, which needs a .zarr output (got {output.name})")
     if process:
         raise ValueError("--process is not available with --update")
+
+    def open_input(times=None):
+        return _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory, stac, times=times)
+
+    da, dates = None, None
+    if not overwrite and bfast.dates is None and holds_state(output):
+        dates = folder_dates(input_path, bfast.date_pattern)  # None but for a folder of dated file names
+    if dates is None:
+        da = open_input()
+        _echo_input(input_path, da)
+    else:
+        typer.echo(f"{_input_name(input_path)}: {len(dates)} dates ({str(dates[0])[:10]} to {str(dates[-1])[:10]}, "
+                   "from the file names)")
     model = dict(history=history_value, **bfast.model())
     params = dict(start=start, history=bfast.history, **bfast.model(), engine=engine, variable=bfast.variable,
                   date_pattern=bfast.date_pattern)
-    if "stac_index" in da.attrs:
+    if da is not None and "stac_index" in da.attrs:
         params.update(stac.params())
     with dask_client(workers, scheduler) as client:
         summary = run_nrt(dict(model, start=start_value, memory=memory, engine=engine), da, output, params=params,
-                          input_id=input_identity(input_path, da), overwrite=overwrite, progress=progress,
-                          client=client, echo=typer.echo,
-                          open_dates=lambda times: _open_input(input_path, bfast.dates, bfast.date_pattern,
-                                                               bfast.variable, memory, stac, times=times))
+                          input_id=None if da is None else input_identity(input_path, da), overwrite=overwrite,
+                          progress=progress, client=client, echo=typer.echo, open_dates=open_input,
+                          input_dates=None if dates is None else np.asarray(dates))
     if summary is None:
         return
     for line in summary.lines():

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_DATE_PATTERN",
     "StacError",
     "date_from_name",
+    "folder_dates",
     "open_cube",
     "open_stac",
     "read_dates",
@@ -233,13 +234,34 @@ def _folder_array(files: list[Path], nodatas, dtype, height: int, width: int, ro
     return dask.array.Array(graph, name, chunks, dtype=dtype)
 
 
-def _open_folder(folder: Path, date_pattern, memory, times=None):
-    import xarray as xr
+def folder_dates(folder, date_pattern=None) -> pd.DatetimeIndex | None:
+    """The dates of a folder of GeoTIFF scenes, sorted, from the file names alone (no file
+    is opened; duplicates refused); None when a name holds no date (its date is then in the
+    file's tags, which :func:`open_cube` reads) or ``folder`` is not a folder of scenes."""
+    folder = Path(folder)
+    if not folder.is_dir() or folder.suffix.lower() in ZARR_SUFFIXES or (folder / "zarr.json").exists() \
+            or (folder / ".zgroup").exists():
+        return None
+    files, named = _named_files(folder, date_pattern)
+    if any(date is None for date in named):
+        return None
+    index = pd.DatetimeIndex(named)
+    _check_dates(index, [p.name for p in files], f"folder {folder.name}")
+    return index.sort_values()
 
+
+def _named_files(folder: Path, date_pattern) -> tuple[list[Path], list]:
+    """The GeoTIFF files of ``folder`` (sorted by name) and the date in each name (or None)."""
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in GEOTIFF_SUFFIXES and p.is_file())
     if not files:
         raise CubeError(f"folder {str(folder)!r} holds no GeoTIFF (.tif) files")
-    named = [date_from_name(path.stem, date_pattern) for path in files]
+    return files, [date_from_name(path.stem, date_pattern) for path in files]
+
+
+def _open_folder(folder: Path, date_pattern, memory, times=None):
+    import xarray as xr
+
+    files, named = _named_files(folder, date_pattern)
     if times is not None and all(date is not None for date in named):
         # the dates of every file from their names: only the selected files are opened
         index = pd.DatetimeIndex(named)

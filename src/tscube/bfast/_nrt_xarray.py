@@ -87,14 +87,24 @@ def _model_differences(stored: dict, wanted: dict) -> list[str]:
     return out
 
 
-def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, overwrite: bool, progress: bool,
-            client, echo, open_dates=None):
+def holds_state(output) -> bool:
+    """Whether ``output`` holds a complete monitoring state (what :func:`run_nrt` updates)."""
+    from ..runs import RECORD_NAME, _read_json
+
+    output = Path(output)
+    record = _read_json(output / RECORD_NAME) if output.is_dir() else None
+    return bool(record and record.get("complete") and record.get("command") == FIT_COMMAND)
+
+
+def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | None, overwrite: bool,
+            progress: bool, client, echo, open_dates=None, input_dates=None):
     """``tscube monitor --update``: fit into ``output`` (a ``.zarr``) when it holds no state
     yet, else monitor the dates of ``da`` after its last date. ``template_args``: ``start``,
     ``memory``, ``engine`` and the model options of :class:`BfastMonitor`. ``open_dates``
     (positions -> DataArray) opens only the new dates of the input (default: select them
-    in ``da``, which may read every date of a time-chunked input). Returns the
-    :class:`~tscube.runs.RunSummary`, or None when there was no new date."""
+    in ``da``, which may read every date of a time-chunked input). An update needs no
+    ``da`` (None) when given the input's sorted ``input_dates`` and ``open_dates``.
+    Returns the :class:`~tscube.runs.RunSummary`, or None when there was no new date."""
     import time
 
     import zarr
@@ -109,6 +119,9 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, ov
         record = _read_json(output / RECORD_NAME) if output.is_dir() else None
         if overwrite or not output.exists() or (record and record.get("command") == FIT_COMMAND
                                                 and not record.get("complete")):
+            if da is None:
+                raise ValueError(f"{output.name} holds no complete monitoring state to update: the input must be "
+                                 "opened to fit one")
             template = nrt_fit_xarray(da, start, memory=memory, engine=engine, **template_args)
             summary = run_chunked(template, output, command=FIT_COMMAND, params=params, overwrite=overwrite,
                                   **run_args)
@@ -131,7 +144,7 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict, ov
         if differences:
             raise ValueError(f"{output.name} was fitted with other parameters: {'; '.join(differences)}. A changed "
                              "model needs a new fit: write to another output or pass --overwrite")
-        input_dates = nrt._normalise_dates(da["time"].values)
+        input_dates = nrt._normalise_dates(da["time"].values if input_dates is None else input_dates)
         newer = input_dates > dates[-1]
         unknown = np.setdiff1d(input_dates[~newer], dates)
         if unknown.size:
