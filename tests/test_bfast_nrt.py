@@ -359,7 +359,7 @@ def test_update_saved_in_place_equals_the_full_run(tmp_path):
 def test_update_saved_writes_what_a_whole_rewrite_writes(tmp_path):
     """An update rewrites only the result chunks that can change (statuses where the first
     valid or monitoring value came, breaks where they moved, ``n_inf`` where it grew, ...):
-    after each of 8 one-date updates of a cloudy cube with infs and a pixel that gets its
+    after each of 5 one-date updates of a cloudy cube with infs and a pixel that gets its
     first value, the store's bytes equal a whole rewrite's, and the result the full run's."""
     import shutil
 
@@ -373,14 +373,14 @@ def test_update_saved_writes_what_a_whole_rewrite_writes(tmp_path):
     cube = _cube(0.9, n_dates=100)
     data = cube.data.copy()
     data[:, 0, 0] = np.nan
-    data[95, 0, 0] = 0.5  # first valid value of the pixel
-    data[93, 1, :3] = np.inf
+    data[97, 0, 0] = 0.5  # first valid value of the pixel
+    data[96, 1, :3] = np.inf
     full = bfast_monitor(data, cube.dates, cube.dates[70], freq=23, engine="cpu")
     path = tmp_path / "state.zarr"
-    BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(data[:92], cube.dates[:92]).save(path)
+    BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(data[:95], cube.dates[:95]).save(path)
     model = model_from_attrs(zarr.open_group(str(path), mode="r").attrs)
     statuses = []
-    for t in range(92, 100):
+    for t in range(95, 100):
         update_saved(path, data[t:t + 1], cube.dates[t:t + 1])
         whole = tmp_path / f"whole{t}.zarr"
         shutil.copytree(path, whole)
@@ -396,7 +396,8 @@ def test_update_saved_writes_what_a_whole_rewrite_writes(tmp_path):
 
 def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch):
     """An update of a saved state in chunks of one row of pixels (the state and the result
-    read, updated and written chunk by chunk) writes the same files as in one chunk."""
+    read, updated and written chunk by chunk; the result's bands, rows of one chunk file,
+    written by parallel threads) writes the same files as in one chunk."""
     import shutil
 
     from tscube.bfast import _nrt_store
@@ -409,6 +410,7 @@ def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch
     shutil.copytree(tmp_path / "a.zarr", tmp_path / "b.zarr")
     whole = update_saved(tmp_path / "a.zarr", cube.data[90:100], cube.dates[90:100])
     monkeypatch.setattr(_nrt_store, "CHUNK_PIXELS", 10)  # 9 pixels a row: one row per chunk
+    monkeypatch.setattr(_nrt_store, "BAND_PIXELS", 9)  # the result: one row per band, of one chunk file
     rows = update_saved(tmp_path / "b.zarr", cube.data[90:100], cube.dates[90:100])
     np.testing.assert_array_equal(rows, whole)
     assert tree_bytes(tmp_path / "b.zarr") == tree_bytes(tmp_path / "a.zarr")

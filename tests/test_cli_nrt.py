@@ -273,6 +273,16 @@ def test_update_of_a_folder_opens_only_the_new_scenes(tmp_path, raw):
     assert "updating alerts.zarr: 3 new date(s)" in result.output
     assert tree_bytes(out) == tree_bytes(whole)
     assert_equal_to_full_run(_Stored(out), full_run(raw, 55), raw[:55], rtol=1e-10)
+    # a new scene on a grid shifted by one pixel (same size) is refused, the state kept
+    shifted = scenes / f"scene_{DATES[55]:%Y%m%d}.tif"
+    with rasterio.open(shifted, "w", driver="GTiff", width=COLS, height=ROWS, count=1, dtype="int16",
+                       crs="EPSG:32633", transform=from_origin(500_030.0, 4_000_000.0, 30.0, 30.0),
+                       nodata=NODATA) as dst:
+        dst.write(raw[55:56])
+    before = tree_bytes(out)
+    refused = tscube(*update_args(scenes, out, *args))
+    assert refused.exit_code != 0 and "x coordinates are not those of alerts.zarr" in refused.output
+    assert tree_bytes(out) == before
 
 
 def test_folder_dates_from_the_file_names(tmp_path, raw):

@@ -165,6 +165,13 @@ def _slot_file(path: Path, like: np.ndarray) -> None:
         if existing.shape == like.shape and existing.dtype == like.dtype and existing.flags.c_contiguous:
             return
     np.lib.format.open_memmap(path, mode="w+", dtype=like.dtype, shape=like.shape)
+    # blocks allocated now: the kernel writes the slot through a map, where a full disk
+    # would end the process (SIGBUS) rather than raise
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
 
 
 def _pixel_chunks(n_pixels: int, row_pixels: int, chunk_pixels: int):
@@ -235,7 +242,10 @@ class _ChunkFiles:
     the rest. ``None`` from :meth:`of` for any other layout."""
 
     def __init__(self, array, folder: Path):
+        import threading
+
         self.array, self.folder = array, folder
+        self.creating = threading.Lock()  # bands of one chunk row may be written by two threads
         self.chunks, self.shape = tuple(array.chunks), tuple(array.shape)
         self.dtype = np.dtype(array.dtype).newbyteorder("<")
         self.fill = array.fill_value
@@ -245,8 +255,9 @@ class _ChunkFiles:
         from zarr.codecs import BytesCodec
         from zarr.storage import LocalStore
 
+        endian = getattr(getattr(array, "serializer", None), "endian", None)
         if (array.metadata.zarr_format != 3 or array.filters or array.compressors
-                or not isinstance(array.serializer, BytesCodec) or np.dtype(array.dtype).byteorder == ">"
+                or not isinstance(array.serializer, BytesCodec) or getattr(endian, "value", "little") != "little"
                 or not isinstance(array.store, LocalStore)):
             return None
         return cls(array, Path(array.store.root) / array.path)
@@ -283,11 +294,12 @@ class _ChunkFiles:
             fill = np.isnan(block) if self.dtype.kind == "f" and np.isnan(self.fill) else block == self.fill
             if fill.all():
                 return
-            path.parent.mkdir(parents=True, exist_ok=True)
-            whole = np.full(self.chunks, self.fill, dtype=self.dtype)
-            tmp = path.with_name(path.name + ".tmp")
-            whole.tofile(tmp)
-            os.replace(tmp, path)
+            with self.creating:
+                if not path.exists():
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = path.with_name(path.name + ".tmp")
+                    np.full(self.chunks, self.fill, dtype=self.dtype).tofile(tmp)
+                    os.replace(tmp, path)
             fd = os.open(path, os.O_WRONLY)
         try:
             if os.fstat(fd).st_size != size:
@@ -333,10 +345,10 @@ def write_result(root, model: dict, *, since: int | None = None) -> dict:
                         for name in ("n_valid", "n_monitor", "n_inf", "break_index")}
             time = build_time_axis(dates, model["freq"]).time
             grid_moved = not np.array_equal(build_time_axis(dates[:n_old], model["freq"]).time, time[:n_old])
-        # bands of whole chunk rows (no two bands write the same chunk file): each band's
-        # result computed on every core (numba), then written by threads while the next
-        # band is computed
-        height = math.lcm(*(array.chunks[0] for array in arrays.values()))
+        # bands of rows, each band's result computed on every core (numba), then written by
+        # threads while the next band is computed; through zarr (not raw chunk files), of
+        # whole chunk rows, as zarr rewrites a whole chunk
+        height = math.lcm(*(array.chunks[0] for name, array in arrays.items() if in_place[name] is None))
         band_rows = height * max(1, BAND_PIXELS // max(row_pixels * height, 1))
 
         def put(name, values, band, where):

@@ -87,6 +87,34 @@ def _model_differences(stored: dict, wanted: dict) -> list[str]:
     return out
 
 
+def _check_same_georeference(new_da, output: Path, pixel_dims) -> None:
+    """Refuse new images whose pixel coordinates or CRS differ from the state's (a scene
+    reprocessed onto a shifted grid would be monitored as if aligned)."""
+    import xarray as xr
+
+    from ..runs import _quiet_zarr
+
+    try:
+        import rioxarray  # noqa: F401  (the .rio accessor, for the CRS)
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    with _quiet_zarr(), xr.open_zarr(output, consolidated=False) as stored:
+        for dim in pixel_dims:
+            if dim in new_da.coords and dim in stored.coords:
+                a, b = np.asarray(new_da[dim].values), np.asarray(stored[dim].values)
+                numeric = np.issubdtype(a.dtype, np.number) and np.issubdtype(b.dtype, np.number)
+                step = float(np.ptp(b)) / max(len(b) - 1, 1) if numeric and b.size else 0.0
+                same = a.shape == b.shape and (np.allclose(a, b, rtol=0, atol=1e-6 * step) if numeric
+                                               else np.array_equal(a, b))
+                if not same:
+                    raise ValueError(f"the new images' {dim} coordinates are not those of {output.name} (first "
+                                     f"{a[0]!r} against {b[0]!r}): a state only takes images on its own grid")
+        crs_new = new_da.rio.crs if hasattr(new_da, "rio") else None
+        crs_stored = stored.rio.crs if hasattr(stored, "rio") else None
+        if crs_new is not None and crs_stored is not None and crs_new != crs_stored:
+            raise ValueError(f"the new images' CRS ({crs_new}) is not that of {output.name} ({crs_stored})")
+
+
 def holds_state(output) -> bool:
     """Whether ``output`` holds a complete monitoring state (what :func:`run_nrt` updates)."""
     from ..runs import RECORD_NAME, _read_json
@@ -160,6 +188,7 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | N
         pixel_dims = tuple(d for d in new_da.dims if d != "time")
         if tuple(new_da.sizes[d] for d in pixel_dims) != grid:
             raise ValueError(f"the input's grid {tuple(new_da.sizes[d] for d in pixel_dims)} is not the state's {grid}")
+        _check_same_georeference(new_da, output, pixel_dims)
         values = np.asarray(new_da.transpose("time", *pixel_dims).values).reshape(len(positions), -1)
         generation = store.update_state_files(output, model, values, input_dates[positions],
                                               row_pixels=int(np.prod(grid[1:], dtype=np.int64)))

@@ -66,7 +66,7 @@ from ..timeaxis import TIME_TOL, build_time_axis
 from ._cpu import _solve_equilibrated, add_normal_row, mirror_lower, process_bound
 from .design import build_design
 from .plan import PERFECT_FIT_RTOL, invalid_mask
-from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus
+from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus, empty_outputs
 
 #: Version of the state layout (saved with the state; another version is not loaded).
 STATE_VERSION = 2
@@ -596,7 +596,7 @@ def state_result(state: dict, model: dict, dates, out: dict | None = None) -> di
     axis = build_time_axis(dates, model["freq"])
     fitted_status = state["fitted_status"]
     if out is None:
-        out = {name: np.empty(fitted_status.shape, dtype=dtype) for name, dtype in OUTPUT_DTYPES.items()}
+        out = {name: array[0] for name, array in empty_outputs(1, fitted_status.shape[0]).items()}
     for name in ("n_valid", "n_history", "n_monitor", "n_inf"):
         out[name][...] = state[name]
     _result_lanes(fitted_status.view(np.uint8), state["n_valid"], state["n_monitor"], state["n_history"],
