@@ -395,9 +395,9 @@ def test_update_saved_writes_what_a_whole_rewrite_writes(tmp_path):
 
 
 def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch):
-    """An update of a saved state in chunks of one row of pixels (the state and the result
-    read, updated and written chunk by chunk; the result's bands, rows of one chunk file,
-    written by parallel threads) writes the same files as in one chunk."""
+    """An update of a saved state in chunks of 10 pixels (the state read, updated and
+    written chunk by chunk; the result's bands, rows of one chunk file, written by parallel
+    threads) writes the same files as in one chunk."""
     import shutil
 
     from tscube.bfast import _nrt_store
@@ -409,7 +409,7 @@ def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch
     BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90]).save(tmp_path / "a.zarr")
     shutil.copytree(tmp_path / "a.zarr", tmp_path / "b.zarr")
     whole = update_saved(tmp_path / "a.zarr", cube.data[90:100], cube.dates[90:100])
-    monkeypatch.setattr(_nrt_store, "CHUNK_PIXELS", 10)  # 9 pixels a row: one row per chunk
+    monkeypatch.setattr(_nrt_store, "CHUNK_PIXELS", 10)  # 9 pixels a row: chunks across rows
     monkeypatch.setattr(_nrt_store, "BAND_PIXELS", 9)  # the result: one row per band, of one chunk file
     rows = update_saved(tmp_path / "b.zarr", cube.data[90:100], cube.dates[90:100])
     np.testing.assert_array_equal(rows, whole)

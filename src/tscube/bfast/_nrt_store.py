@@ -13,8 +13,8 @@ plain ``.npy`` files that an update memory-maps:
 * ``residuals.f8``: every monitoring residual, one row of float64 per date, raw;
 * ``state.json``: the committed generation, its number of residual rows and its dates.
 
-An update from generation ``g`` goes chunk by chunk of whole pixel rows
-(:data:`CHUNK_PIXELS`): the update kernel reads the chunk's part of ``hot-{g % 2}`` and
+An update from generation ``g`` goes chunk by chunk of pixels (:data:`CHUNK_PIXELS`):
+the update kernel reads the chunk's part of ``hot-{g % 2}`` and
 writes its new generation into the other slot, both mapped (and the residuals of the new
 dates into rows past the committed ones); then it commits by replacing ``state.json``
 (one rename). Nothing that generation ``g`` reads is written before the commit, so a
@@ -53,9 +53,10 @@ HOT = tuple(name for name in nrt.STATE_FIELDS if name not in STATIC and name != 
 FIT_OUTPUTS = ("n_history",)
 #: Zarr attribute: the state generation that the stored result shows.
 GENERATION_ATTR = "tscube_state_generation"
-#: Pixels updated at a time: their changing state (~220 bytes each) is held in memory.
+#: Pixels updated at a time (their new values are held as float64).
 CHUNK_PIXELS = 1 << 20
-#: Pixels of the result written at a time by each thread (rounded to whole chunk rows).
+#: Pixels of the result computed at a time (whole rows of the grid; whole chunk rows
+#: where an array is written through zarr).
 BAND_PIXELS = 1 << 18
 #: Environment variable (tests): seconds to wait between an update's writes and its commit.
 PAUSE_ENV = "TSCUBE_TEST_NRT_PAUSE"
@@ -174,21 +175,14 @@ def _slot_file(path: Path, like: np.ndarray) -> None:
         os.close(fd)
 
 
-def _pixel_chunks(n_pixels: int, row_pixels: int, chunk_pixels: int):
-    """``slice`` of whole rows (``row_pixels`` each) of about ``chunk_pixels`` pixels."""
-    step = max(1, chunk_pixels // max(row_pixels, 1)) * max(row_pixels, 1)
-    for p0 in range(0, n_pixels, step):
-        yield slice(p0, min(n_pixels, p0 + step))
-
-
-def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_pixels: int = 1,
-                       chunk_pixels: int | None = None) -> int:
+def update_state_files(root, model: dict, values: np.ndarray, new_dates) -> int:
     """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
     ``root`` and commit; returns the new generation (the result is not written yet).
 
-    Chunk by chunk of pixels (whole rows of ``row_pixels``): the update kernel reads the
-    chunk's changing state from the committed slot and writes its new generation into the
-    other slot, both mapped (the new residuals go to rows past the committed ones)."""
+    Chunk by chunk of :data:`CHUNK_PIXELS` pixels (what bounds the memory of the new
+    values as float64): the update kernel reads the chunk's changing state from the
+    committed slot and writes its new generation into the other slot, both mapped (the new
+    residuals go to rows past the committed ones)."""
     directory = state_dir(root)
     manifest = read_manifest(root)
     generation = int(manifest["generation"])
@@ -219,8 +213,8 @@ def update_state_files(root, model: dict, values: np.ndarray, new_dates, *, row_
         if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
             handle.truncate()
     state = dict(static, **written, residuals=_residual_rows(path, (total, n_pixels), "r+"))
-    for chunk in _pixel_chunks(n_pixels, row_pixels, chunk_pixels or CHUNK_PIXELS):
-        nrt.monitor_new_dates(state, model, dates, values[:, chunk], new_dates, pixel0=chunk.start,
+    for p0 in range(0, n_pixels, CHUNK_PIXELS):
+        nrt.monitor_new_dates(state, model, dates, values[:, p0:p0 + CHUNK_PIXELS], new_dates, pixel0=p0,
                               previous=committed)
     del state, written  # the maps closed (their pages written back by the system)
     if os.environ.get(PAUSE_ENV):  # tests kill the update here
@@ -311,8 +305,8 @@ class _ChunkFiles:
 
 def write_result(root, model: dict, *, since: int | None = None) -> dict:
     """Rewrite the result and ``alert`` in the Zarr store ``root`` from its committed state,
-    in bands of whole chunk rows (:data:`BAND_PIXELS`) on every core, in place into the
-    chunk files where they are raw bytes (:class:`_ChunkFiles`), then its attributes (the
+    in bands of rows (:data:`BAND_PIXELS`) computed on every core, in place into the chunk
+    files where they are raw bytes (:class:`_ChunkFiles`), then its attributes (the
     generation shown last); returns the status counts, breaks and alerts (the run
     summary's).
 

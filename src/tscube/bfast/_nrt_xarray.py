@@ -190,8 +190,7 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | N
             raise ValueError(f"the input's grid {tuple(new_da.sizes[d] for d in pixel_dims)} is not the state's {grid}")
         _check_same_georeference(new_da, output, pixel_dims)
         values = np.asarray(new_da.transpose("time", *pixel_dims).values).reshape(len(positions), -1)
-        generation = store.update_state_files(output, model, values, input_dates[positions],
-                                              row_pixels=int(np.prod(grid[1:], dtype=np.int64)))
+        generation = store.update_state_files(output, model, values, input_dates[positions])
         counts = store.write_result(output, model, since=generation - 1)
         return RunSummary(pixels=int(np.prod(grid, dtype=np.int64)), status_counts=counts["status_counts"],
                           breaks=counts["breaks"], seconds=time.perf_counter() - began, chunks=1, chunks_computed=1,

@@ -640,7 +640,7 @@ def _result_lanes(fitted_status, n_valid, n_monitor, n_history, history_begin, b
         sigma_out[p] = s
         magnitude_out[p] = magnitude[p]
         n = n_history[p]
-        rmse[p] = math.sqrt(s * s * (n - k) / n)  # as numpy's sigma ** 2 * (n - k) / n
+        rmse[p] = math.sqrt(s * s * (n - k) / n)  # s * s: the bits of numpy's sigma ** 2
         expected = fitted_sum[p] / n_monitor[p]
         relative_magnitude[p] = magnitude[p] / expected if expected != 0 else nan
 
@@ -966,8 +966,7 @@ def update_saved(path, data, dates=None, *, time_dim: str = "time") -> np.ndarra
         values, new_dates, _, _, shape = _as_input(data, dates, time_dim)
         if shape != pixel_shape:
             raise ValueError(f"new images are shaped {shape}, the state {pixel_shape}")
-        generation = store.update_state_files(path, model, values, new_dates,
-                                              row_pixels=int(np.prod(pixel_shape[1:], dtype=np.int64)))
+        generation = store.update_state_files(path, model, values, new_dates)
         store.write_result(path, model, since=generation - 1)
         with _quiet_zarr():
             return np.asarray(zarr.open_array(str(path / "alert"), mode="r")[...], dtype=bool)
