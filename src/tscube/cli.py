@@ -188,8 +188,7 @@ def _open_input(source, dates_file, date_pattern, variable, memory, stac: "StacI
     from .stac import describe_stac
 
     source = str(source)
-    stac = stac or StacInput(*(None,) * len(_STAC_INPUT_OPTIONS))
-    _check_input_options(source, dates_file, date_pattern, variable, stac)
+    stac = _check_input_options(source, dates_file, date_pattern, variable, stac)
     if is_stac_source(source):
         cube = (describe_stac if describe else open_stac)(source, memory=memory, **stac.options())
         return cube if times is None else cube.isel(time=times)
@@ -197,19 +196,22 @@ def _open_input(source, dates_file, date_pattern, variable, memory, stac: "StacI
                      times=times)
 
 
-def _check_input_options(source, dates_file, date_pattern, variable, stac: "StacInput") -> None:
-    """Refuse the options that are not for this kind of INPUT (STAC catalog or not)."""
+def _check_input_options(source, dates_file, date_pattern, variable, stac: "StacInput | None") -> "StacInput":
+    """Refuse the options that are not for this kind of INPUT (STAC catalog or not);
+    returns the STAC options (all unset for None)."""
     from .io import is_stac_source
 
+    stac = stac or StacInput(*(None,) * len(_STAC_INPUT_OPTIONS))
     if is_stac_source(str(source)):
         given = [name for name, value in (("--dates", dates_file), ("--date-pattern", date_pattern),
                                           ("--variable", variable)) if value is not None]
         if given:
             raise ValueError(f"{', '.join(given)}: not for a STAC input (its dates come from the items)")
-        return
+        return stac
     given = [f"--{name}" for name, value in vars(stac).items() if value is not None]
     if given:
         raise ValueError(f"{', '.join(given)}: for STAC inputs only (a catalog JSON path or http(s) URL)")
+    return stac
 
 
 def _input_name(source) -> str:
@@ -502,8 +504,7 @@ def _monitor_update(input_path, output: Path, start: str, start_value, history_v
     def open_input(times=None):
         return _open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, memory, stac, times=times)
 
-    _check_input_options(input_path, bfast.dates, bfast.date_pattern, bfast.variable,
-                         stac or StacInput(*(None,) * len(_STAC_INPUT_OPTIONS)))
+    _check_input_options(input_path, bfast.dates, bfast.date_pattern, bfast.variable, stac)
     da, dates = None, None
     if not overwrite and bfast.dates is None and holds_state(output):
         dates = folder_dates(input_path, bfast.date_pattern)  # None but for a folder of dated file names

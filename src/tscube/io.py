@@ -239,15 +239,25 @@ def folder_dates(folder, date_pattern=None) -> pd.DatetimeIndex | None:
     is opened; duplicates refused); None when a name holds no date (its date is then in the
     file's tags, which :func:`open_cube` reads) or ``folder`` is not a folder of scenes."""
     folder = Path(folder)
-    if not folder.is_dir() or folder.suffix.lower() in ZARR_SUFFIXES or (folder / "zarr.json").exists() \
-            or (folder / ".zgroup").exists():
+    if not _is_scene_folder(folder):
         return None
     files, named = _named_files(folder, date_pattern)
     if any(date is None for date in named):
         return None
-    index = pd.DatetimeIndex(named)
+    return _folder_index(folder, files, named).sort_values()
+
+
+def _is_scene_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder of scenes (a directory that is no Zarr store)."""
+    return path.is_dir() and not (path.suffix.lower() in ZARR_SUFFIXES or (path / "zarr.json").exists()
+                                  or (path / ".zgroup").exists())
+
+
+def _folder_index(folder: Path, files: list[Path], dates: list) -> pd.DatetimeIndex:
+    """The dates of a folder's ``files`` (in their order), duplicates refused."""
+    index = pd.DatetimeIndex(dates)
     _check_dates(index, [p.name for p in files], f"folder {folder.name}")
-    return index.sort_values()
+    return index
 
 
 def _named_files(folder: Path, date_pattern) -> tuple[list[Path], list]:
@@ -264,8 +274,7 @@ def _open_folder(folder: Path, date_pattern, memory, times=None):
     files, named = _named_files(folder, date_pattern)
     if times is not None and all(date is not None for date in named):
         # the dates of every file from their names: only the selected files are opened
-        index = pd.DatetimeIndex(named)
-        _check_dates(index, [p.name for p in files], f"folder {folder.name}")
+        index = _folder_index(folder, files, named)
         chosen = np.argsort(index.asi8, kind="stable")[np.asarray(times, dtype=np.int64)]
         grids, _, nodatas, dtypes = _scan_files([files[i] for i in chosen], [named[i] for i in chosen],
                                                 date_pattern)
@@ -273,8 +282,7 @@ def _open_folder(folder: Path, date_pattern, memory, times=None):
         files, index = [files[i] for i in chosen], index[chosen]
     else:
         grids, dates, nodatas, dtypes = _scan_files(files, named, date_pattern)
-        index = pd.DatetimeIndex(dates)
-        _check_dates(index, [p.name for p in files], f"folder {folder.name}")
+        index = _folder_index(folder, files, dates)
         order = np.argsort(index.asi8, kind="stable")
         if times is not None:
             order = order[np.asarray(times, dtype=np.int64)]
@@ -472,7 +480,7 @@ def open_cube(path, *, dates=None, date_pattern: str | None = None, variable: st
     if dates is not None:
         dates = read_dates(dates) if isinstance(dates, (str, os.PathLike)) else _as_dates(dates)
     suffix = path.suffix.lower()
-    if path.is_dir() and not (suffix in ZARR_SUFFIXES or (path / "zarr.json").exists() or (path / ".zgroup").exists()):
+    if _is_scene_folder(path):
         if dates is not None:
             raise CubeError("--dates is for inputs without dates; a folder's dates come from its file names")
         return _open_folder(path, date_pattern, memory, times)
