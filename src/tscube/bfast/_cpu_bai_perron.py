@@ -290,39 +290,43 @@ def _coefficients_from_sums(P, U, YY, mean, i, j, beta):
 
 
 @njit(cache=True)
-def _update(X, rows, y, first, step, count, total, beta, P, Px, out, steps, s0, record):
-    """Sherman–Morrison updates of the fit ``beta``, ``P`` over ``count`` compacted rows
-    from ``first`` by ``step``; ``out[c]`` = ``total`` + the squared recursive residuals
-    of the rows so far (the RSS of the growing segment). For a well-conditioned start
-    (``h >= 3k`` rows): the products with the symmetric ``P`` in the transposed (axpy)
-    form, which the compiler vectorises. With ``record``, each row's ``P x`` and ``f``
-    (which depend on the rows only) go to ``steps[s0 + c]`` for :func:`replay_triangles`."""
+def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, steps, s0, record):
+    """Sherman–Morrison updates of ``P`` = (X'X)^{-1} of a growing segment over ``count``
+    compacted rows from ``first`` by ``step``; ``out[c]`` = ``total`` + the squared
+    recursive residuals of the rows so far (the RSS of the growing segment). Forwards
+    (``step = 1``) the segment starts at row ``fixed``, backwards (``step = -1``) it ends
+    at row ``fixed - 1``. A row's prediction comes from the segment's sums, not from
+    updated coefficients: ``x' beta = (P x)' X'y`` with ``X'y`` the difference of the
+    prefix sums ``U`` (y centred on ``mean``), so that the rows' predictions do not
+    depend on each other (:func:`replay_partitions` computes them all at once). For a
+    well-conditioned start (``h >= 3k`` rows): the products with the symmetric ``P`` in
+    the transposed (axpy) form, which the compiler vectorises. With ``record``, each
+    row's ``P x`` and ``1 / f`` (which depend on the rows only) go to ``steps[s0 + c]``."""
     k = X.shape[1]
     for c in range(count):
         pos = first + step * c
+        lo, hi = (fixed, pos) if step > 0 else (pos + 1, fixed)
         r = rows[pos]
         for a in range(k):
             Px[a] = 0.0
-        pred = 0.0
         for b in range(k):
             xb = X[r, b]
-            pred += xb * beta[b]
             for a in range(k):
                 Px[a] += P[b, a] * xb
         f = 1.0
         for a in range(k):
             f += X[r, a] * Px[a]
+        inv_f = 1.0 / f
         if record:
             for a in range(k):
                 steps[s0 + c, a] = Px[a]
-            steps[s0 + c, k] = f
-        err = y[pos] - pred
-        total += err * err / f
-        out[c] = total
-        g = err / f
-        inv_f = 1.0 / f
+            steps[s0 + c, k] = inv_f
+        pred = 0.0
         for a in range(k):
-            beta[a] += Px[a] * g
+            pred += Px[a] * (U[hi, a] - U[lo, a])
+        err = (y[pos] - mean) - pred
+        total += err * (err * inv_f)
+        out[c] = total
         for a in range(k):
             pa = Px[a] * inv_f
             for b in range(k):
@@ -344,10 +348,10 @@ def memo_chunks(n_pixels: int, block: int) -> int:
 
 @njit(cache=True)
 def triangle_memo(n_times, k):
-    """Scratch for :func:`rss_triangle` that lets pixels with the same compacted rows
+    """Scratch for :func:`optimal_partitions` that lets pixels with the same compacted rows
     (valid dates), ``n`` and ``h`` as the previous one share everything of their
     triangles that depends on the rows only: each start's kind and inverse Gram, and
-    every update step's ``P x`` and ``f``. One per thread; empty (never used) for series
+    every update step's ``P x`` and ``1 / f``. One per thread; empty (never used) for series
     whose steps would take more than :data:`MEMO_MAX_BYTES`."""
     capacity = n_times * (n_times + 1) // 2 + n_times
     if capacity * (k + 1) * 8 > MEMO_MAX_BYTES:
@@ -386,34 +390,84 @@ def _same_rows(memo, rows, n, h):
 
 
 @njit(cache=True)
-def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, memo, force_record=False):
-    """``rss[i, j]`` = R's RSS of compacted rows ``i..j`` for the segments the programme
-    can use: starts 0 and ``h..n-2h``, ends ``i+h-1..n-h-1`` (a segment that more
-    segments follow) and ``n-1`` (the last segment).
+def programme_start(best, arg, M, n, lane, lanes):
+    """Empty programmes (:func:`optimal_partitions`) for ``m = 0..M`` breaks and ends
+    ``0..n-1`` of lanes ``lane..lane+lanes-1``."""
+    for m in range(M + 1):
+        for e in range(n):
+            for g in range(lane, lane + lanes):
+                best[m, e, g] = np.inf
+                arg[m, e, g] = -1
 
-    Where the first ``k`` rows of a segment have full rank (R's rule), its RSS is least
-    squares: the first ``h`` rows are then fitted at once from prefix sums of X'X and X'y
-    (``S``, ``U``, ``YY``), when their Gram is well conditioned (unlike the ``k``-row
-    start of a recursion), and every further row is a Sherman–Morrison update. Each start
-    runs only to row ``n-h-1``: the RSS of every last segment ``i..n-1`` comes from one
-    pass backwards from a fit of the last ``h`` rows (least squares does not depend on
-    the order of the rows). Starts whose first rows are rank deficient or whose first
-    ``h`` rows are ill-conditioned or few (``h < 3k``) take R's recursion with its
-    restricted residuals (:func:`recursive_residuals`), to the end.
+
+@njit(cache=True)
+def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
+    """Segments of rows ``i..first_end + c`` (RSS ``values[c, g]``, ``c < count``)
+    offered to the programmes of lanes ``lane + g`` (``g < G``): those of at least ``h``
+    rows that end where a programme can use them (before row ``n - h``, or at the last
+    row); each as the first segment (``i = 0``) or as the last of a partition with ``m``
+    breaks whose other segments end at row ``i - 1`` (every ``m`` that leaves them ``h``
+    rows each). Strict ``<``: the earliest break wins ties, as starts come in order."""
+    lo = max(first_end, i + h - 1) - first_end
+    hi = min(first_end + count, n - h) - first_end
+    to_last = first_end + count == n and n - 1 >= i + h - 1
+    if i == 0:
+        for c in range(lo, hi):
+            for g in range(G):
+                best[0, first_end + c, lane + g] = values[c, g]
+        if to_last:
+            for g in range(G):
+                best[0, n - 1, lane + g] = values[count - 1, g]
+        return
+    hi = max(hi, lo)
+    for m in range(1, min(M, i // h) + 1):
+        prev = best[m - 1, i - 1, lane:lane + G]
+        for c in range(lo, hi + 1 if to_last else hi):
+            e = first_end + c if c < hi else n - 1
+            value = values[c] if c < hi else values[count - 1]
+            held = best[m, e, lane:lane + G]
+            at = arg[m, e, lane:lane + G]
+            for g in range(G):
+                total = prev[g] + value[g]
+                if total < held[g]:
+                    held[g] = total
+                    at[g] = i - 1
+
+
+@njit(cache=True)
+def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
+                       force_record=False):
+    """Bai–Perron dynamic programme of one pixel for ``m = 0..M`` breaks into lane
+    ``lane`` of ``best``/``arg`` (``(M + 1, T, lanes)``): ``best[m, e]`` the least RSS of
+    rows ``0..e`` in ``m + 1`` segments of at least ``h`` rows, ``arg[m, e]`` the last row
+    of its m-th segment (the earliest on ties), for the ends that can matter
+    (``e <= n - h - 1`` and ``e = n - 1``). ``best[m, n - 1]`` is the RSS of the best
+    m-break partition, summed segment by segment as R re-sums it.
+
+    The segments' RSS (R's triangle: the segments the programme can use, starts 0 and
+    ``h..n-h``) is computed start after start and offered to the programme as it comes,
+    never stored. Where the first ``k`` rows of a segment have full rank (R's rule), its
+    RSS is least squares: the first ``h`` rows are then fitted at once from prefix sums of
+    X'X and X'y (``S``, ``U``, ``YY``), when their Gram is well conditioned (unlike the
+    ``k``-row start of a recursion), and every further row is a Sherman–Morrison update
+    (:func:`_update`). Each start runs only to row ``n-h-1``: the RSS of every last
+    segment ``i..n-1`` comes from one pass backwards from a fit of the last ``h`` rows
+    (least squares does not depend on the order of the rows). Starts whose first rows are
+    rank deficient or whose first ``h`` rows are ill-conditioned or few (``h < 3k``) take
+    R's recursion with its restricted residuals (:func:`recursive_residuals`), to the end.
 
     ``memo`` (:func:`triangle_memo`): pixels in a row with the same rows, ``n`` and ``h``
     (a cloud-free stack, pixels under the same clouds) share the kinds of start, inverse
     Grams and update steps, which depend on the rows only: the second records them, the
-    others replay them, bit for bit the same triangle at O(k) instead of O(k^2) per
-    update (:func:`replay_triangles`). ``force_record``: record whatever came before."""
+    others replay them, bit for bit the same segments at O(k) instead of O(k^2) per
+    update (:func:`replay_partitions`). ``force_record``: record whatever came before."""
     k = X.shape[1]
     memo_rows, key, memo_P, kinds, steps = memo
     same = _same_rows(memo, rows, n, h)
     if same and key[2] == 1:  # recorded: a group of one
         T = y.shape[0]
-        replay_triangles(X, rows, y.reshape((1, T)), np.zeros(1, dtype=np.int64), n, h,
-                         rss.reshape((1, T, T)), memo, U.reshape((1, T + 1, k)), YY.reshape((1, T + 1)),
-                         np.empty(1), beta, np.empty((k + 3 + T, 1)), Q, R, idx, P, Px, w)
+        replay_partitions(X, rows, y.reshape((1, T)), np.zeros(1, dtype=np.int64), n, h, M, best, arg, lane, memo,
+                          replay_scratch(T, k, 1), beta, P, Px, Q, R, idx, w)
         return
     # recorded for the second pixel in a row with these rows: a pixel whose valid dates
     # are its own (random gaps) costs the memo only the comparison and a copy of its rows
@@ -424,6 +478,7 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, mem
         key[0] = n
         key[1] = h
         key[2] = 0
+    programme_start(best, arg, M, n, lane, 1)
     mean = _prefix_sums(X, rows, y, n, S, U, YY)
     sums = h >= _SUMS_MIN_ROWS * k
     at = 0  # next update step of the memo
@@ -433,14 +488,15 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, mem
         kinds[n] = _START_SUMS if back else _START_RECURSION
         if back:
             memo_P[n, :, :] = P
+    last = np.empty((n, 1))  # RSS of the last segments i..n-1
     if back:  # the last segments, from one pass backwards
-        backwards = _coefficients_from_sums(P, U, YY, mean, n - h, n, beta)
-        rss[n - h, n - 1] = backwards
-        _update(X, rows, y, n - h - 1, -1, n - h, backwards, beta, P, Px, w, steps, at, record)
+        last[n - h, 0] = _coefficients_from_sums(P, U, YY, mean, n - h, n, beta)
+        _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h, 0], P, Px, w, steps, at, record)
         at += n - h
         for c in range(n - h):
-            rss[n - h - 1 - c, n - 1] = w[c]
+            last[n - h - 1 - c, 0] = w[c]
     stop = (n - h) if back else n
+    row = w.reshape((w.shape[0], 1))
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
@@ -455,152 +511,174 @@ def rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, mem
                     memo_P[i, :, :] = P
         if record:
             kinds[i] = kind
-        if kind == _START_NONE:
-            continue
         if kind == _START_RECURSION:
-            _forward(X, rows, y, n, i, n - i, rss, w, Q, R, idx, beta, P, Px)
+            _forward(X, rows, y, i, n - i, w, Q, R, idx, beta, P, Px)
+            _programme_row(best, arg, M, n, h, lane, 1, i, i + k, row, n - i - k)
             continue
-        base = _coefficients_from_sums(P, U, YY, mean, i, i + h, beta)
-        rss[i, i + h - 1] = base
-        _update(X, rows, y, i + h, 1, stop - i - h, base, beta, P, Px, w, steps, at, record)
-        at += stop - i - h
-        for c in range(stop - i - h):
-            rss[i, i + h + c] = w[c]
+        if kind == _START_SUMS:
+            w[0] = _coefficients_from_sums(P, U, YY, mean, i, i + h, beta)
+            _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
+            at += stop - i - h
+            _programme_row(best, arg, M, n, h, lane, 1, i, i + h - 1, row, stop - i - h + 1)
+        if back:
+            _programme_row(best, arg, M, n, h, lane, 1, i, n - 1, last[i:], 1)
     if record:
         key[2] = 1  # complete: the next pixel with these rows replays it
 
 
 @njit(cache=True)
-def _forward(X, rows, y, n, i, count, rss, w, Q, R, idx, beta, P, Px):
-    """Forward recursive residuals of rows ``i..i+count-1`` into ``rss[i, .]``."""
+def _forward(X, rows, y, i, count, w, Q, R, idx, beta, P, Px):
+    """R's RSS of rows ``i..i+j`` for ``j = k..count-1`` (its recursion) into
+    ``w[j - k]``."""
     k = X.shape[1]
-    full_at = recursive_residuals(X, rows, y, i, 1, count, w, Q, R, idx, beta, P, Px)
+    recursive_residuals(X, rows, y, i, 1, count, w, Q, R, idx, beta, P, Px)
     total = 0.0
-    for j in range(k, count):
-        total += w[j - k] * w[j - k]
-        rss[i, i + j] = total
-    return full_at
+    for c in range(count - k):
+        total += w[c] * w[c]
+        w[c] = total
 
 
 @njit(cache=True)
-def replay_triangles(X, rows, Y, group, n, h, rss, memo, U, YY, mean, beta, lanes, Q, R, idx, P, Px, w):
-    """:func:`rss_triangle` of the pixels ``group`` (rows of ``Y``, triangles into
-    ``rss[g]``) that share the compacted ``rows``, ``n`` and ``h`` recorded in ``memo``:
-    the recorded update steps replayed for all of them at once, the pixels as lanes
-    (their own coefficients ``lanes[:k]``, predictions and running sums), so that the
-    pixels' chains of dependent updates overlap; bit for bit each pixel's triangle.
-    Scratch: ``U`` ``(G, T + 1, k)``, ``YY`` ``(G, T + 1)``, ``mean`` and ``beta``
-    ``(G,)``/``(k,)``, ``lanes`` ``(k + 3 + T, G)``."""
+def replay_scratch(n_times, k, lanes):
+    """Scratch of :func:`replay_partitions` for up to ``lanes`` pixels of ``n_times``
+    dates: prefix sums X'y ``(T + 1, k, lanes)`` and y'y, centred values, means, the RSS
+    of one start's segments and of the last segments ``(T, lanes)``, and the sums of a
+    segment ``(k, lanes)``."""
+    return (np.empty((n_times + 1, k, lanes)), np.empty((n_times + 1, lanes)), np.empty((n_times, lanes)),
+            np.empty(2 * lanes), np.empty((n_times, lanes)), np.empty((n_times, lanes)), np.empty((k, lanes)))
+
+
+@njit(cache=True)
+def _prefix_sums_lanes(X, rows, Y, group, n, U, YY, centred, mean):
+    """:func:`_prefix_sums` (without the Gram) of the pixels ``group`` (rows of ``Y``),
+    the pixels as lanes (``U[i, a, g]``, ``YY[i, g]``), in the same order of operations;
+    also each pixel's centred values ``centred[pos, g]``."""
+    k = X.shape[1]
+    G = group.shape[0]
+    for g in range(G):
+        mean[g] = 0.0
+    for pos in range(n):
+        for g in range(G):
+            centred[pos, g] = Y[group[g], pos]
+            mean[g] += centred[pos, g]
+    for g in range(G):
+        mean[g] /= n
+        YY[0, g] = 0.0
+    for a in range(k):
+        for g in range(G):
+            U[0, a, g] = 0.0
+    for pos in range(n):
+        r = rows[pos]
+        for g in range(G):
+            centred[pos, g] -= mean[g]
+            YY[pos + 1, g] = YY[pos, g] + centred[pos, g] * centred[pos, g]
+        for a in range(k):
+            xa = X[r, a]
+            for g in range(G):
+                U[pos + 1, a, g] = U[pos, a, g] + xa * centred[pos, g]
+
+
+@njit(cache=True)
+def _rss_from_sums_lanes(P, U, YY, i, j, G, diff, gain, out):
+    """The RSS of :func:`_coefficients_from_sums` of rows ``i..j-1`` for every lane at
+    once into ``out[:G]``, in its order of operations (the same bits). Scratch:
+    ``diff`` ``(k, G)``, ``gain`` ``(G,)``."""
+    k = P.shape[0]
+    for a in range(k):
+        for g in range(G):
+            diff[a, g] = U[j, a, g] - U[i, a, g]
+    for g in range(G):
+        out[g] = YY[j, g] - YY[i, g]
+    for a in range(k):
+        for g in range(G):
+            gain[g] = 0.0
+        for b in range(k):
+            pab = P[a, b]
+            for g in range(G):
+                gain[g] += pab * diff[b, g]
+        for g in range(G):
+            out[g] -= gain[g] * diff[a, g]
+    for g in range(G):
+        out[g] = max(out[g], 0.0)
+
+
+@njit(cache=True)
+def _replay_rows(steps, s0, count, first, step, fixed, U, centred, base, out, G, k):
+    """The recorded updates ``s0..s0+count-1`` of :func:`_update` (rows ``first`` by
+    ``step``, the segment's fixed end ``fixed``) for every lane at once:
+    ``out[c, g]`` = ``base[g]`` + the squared recursive residuals so far. Each row's
+    prediction is ``(P x)' X'y`` from the recorded ``P x`` and the lane's prefix sums,
+    independent of the other rows, in :func:`_update`'s order of operations (the same
+    bits)."""
+    for c in range(count):
+        pos = first + step * c
+        lo, hi = (fixed, pos) if step > 0 else (pos + 1, fixed)
+        for g in range(G):
+            out[c, g] = 0.0
+        for a in range(k):
+            pa = steps[s0 + c, a]
+            for g in range(G):
+                out[c, g] += pa * (U[hi, a, g] - U[lo, a, g])
+    for c in range(count):
+        pos = first + step * c
+        inv_f = steps[s0 + c, k]
+        before = base if c == 0 else out[c - 1]
+        for g in range(G):
+            err = centred[pos, g] - out[c, g]
+            out[c, g] = before[g] + err * (err * inv_f)
+
+
+@njit(cache=True)
+def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch, beta, P, Px, Q, R, idx, w):
+    """:func:`optimal_partitions` of the pixels ``group`` (rows of ``Y``; programmes in
+    lanes ``lane + g``) that share the compacted ``rows``, ``n`` and ``h`` recorded in
+    ``memo``: the recorded update steps replayed for all of them at once, the pixels as
+    SIMD lanes, each row's prediction independent of the others (:func:`_replay_rows`),
+    and each start's segments offered to all their programmes at once; bit for bit each
+    pixel's own. ``scratch``: :func:`replay_scratch` for at least ``len(group)`` lanes."""
     k = X.shape[1]
     G = group.shape[0]
     _, _, memo_P, kinds, steps = memo
-    no_gram = np.empty((1, 1, 1))
-    for g in range(G):
-        mean[g] = _prefix_sums(X, rows, Y[group[g]], n, no_gram, U[g], YY[g], False)
+    U, YY, centred, mean, seg, last, diff = scratch
+    gain = mean[G:]  # the means are needed only for the prefix sums
+    programme_start(best, arg, M, n, lane, G)
+    _prefix_sums_lanes(X, rows, Y, group, n, U, YY, centred, mean)
     at = 0
-    # lanes rows: 0..k-1 coefficients, k prediction, k+1 running sum, k+2.. values by row
-    for g in range(G):
-        for pos in range(n):
-            lanes[k + 2 + pos, g] = Y[group[g], pos]
-    if kinds[n] == _START_SUMS:  # the last segments, from one pass backwards
-        for g in range(G):
-            lanes[k + 1, g] = _coefficients_from_sums(memo_P[n], U[g], YY[g], mean[g], n - h, n, beta)
-            rss[group[g], n - h, n - 1] = lanes[k + 1, g]
-            for a in range(k):
-                lanes[a, g] = beta[a]
+    back = kinds[n] == _START_SUMS
+    if back:  # the last segments, from one pass backwards: seg[c] the one from row n-h-1-c
+        _rss_from_sums_lanes(memo_P[n], U, YY, n - h, n, G, diff, gain, last[n - h])
+        _replay_rows(steps, at, n - h, n - h - 1, -1, n, U, centred, last[n - h], seg, G, k)
         for c in range(n - h):
-            _replay_lanes_step(X, rows, n - h - 1 - c, lanes, steps, at + c, G, k)
             for g in range(G):
-                rss[group[g], n - h - 1 - c, n - 1] = lanes[k + 1, g]
+                last[n - h - 1 - c, g] = seg[c, g]
         at += n - h
-    stop = (n - h) if kinds[n] == _START_SUMS else n
+    stop = (n - h) if back else n
     for i in range(n - h + 1):
-        if 0 < i < h or kinds[i] == _START_NONE:
+        if 0 < i < h:
             continue
         if kinds[i] == _START_RECURSION:
             for g in range(G):
-                _forward(X, rows, Y[group[g]], n, i, n - i, rss[group[g]], w, Q, R, idx, beta, P, Px)
+                _forward(X, rows, Y[group[g]], i, n - i, w, Q, R, idx, beta, P, Px)
+                _programme_row(best, arg, M, n, h, lane + g, 1, i, i + k, w.reshape((w.shape[0], 1)), n - i - k)
             continue
-        for g in range(G):
-            lanes[k + 1, g] = _coefficients_from_sums(memo_P[i], U[g], YY[g], mean[g], i, i + h, beta)
-            rss[group[g], i, i + h - 1] = lanes[k + 1, g]
-            for a in range(k):
-                lanes[a, g] = beta[a]
-        for c in range(stop - i - h):
-            _replay_lanes_step(X, rows, i + h + c, lanes, steps, at + c, G, k)
-            for g in range(G):
-                rss[group[g], i, i + h + c] = lanes[k + 1, g]
-        at += stop - i - h
-
-
-@njit(cache=True, inline="always")
-def _replay_lanes_step(X, rows, pos, lanes, steps, s, G, k):
-    """One recorded update (step ``s``, compacted row ``pos``) of every lane: the
-    arithmetic of :func:`_update` on the recorded ``P x`` and ``f``, lane by lane in the
-    same order (so the same bits), without the O(k^2) update of ``P``."""
-    r = rows[pos]
-    for g in range(G):
-        lanes[k, g] = 0.0
-    for b in range(k):
-        xb = X[r, b]
-        for g in range(G):
-            lanes[k, g] += xb * lanes[b, g]
-    f = steps[s, k]
-    for g in range(G):
-        err = lanes[k + 2 + pos, g] - lanes[k, g]
-        lanes[k + 1, g] += err * err / f
-        lanes[k, g] = err / f  # the gain's scalar g, in the prediction's row
-    for a in range(k):
-        pa = steps[s, a]
-        for g in range(G):
-            lanes[a, g] += pa * lanes[k, g]
+        if kinds[i] == _START_SUMS:
+            _rss_from_sums_lanes(memo_P[i], U, YY, i, i + h, G, diff, gain, seg[0])
+            _replay_rows(steps, at, stop - i - h, i + h, 1, i, U, centred, seg[0], seg[1:], G, k)
+            at += stop - i - h
+            _programme_row(best, arg, M, n, h, lane, G, i, i + h - 1, seg, stop - i - h + 1)
+        if back:
+            _programme_row(best, arg, M, n, h, lane, G, i, n - 1, last[i:], 1)
 
 
 @njit(cache=True)
-def optimal_partition(rss, n, h, max_breaks, best, arg):
-    """Bai–Perron dynamic programme: ``best[m, i]`` the least RSS of rows ``0..i`` in
-    ``m + 1`` segments of at least ``h`` rows, ``arg[m, i]`` the last row of its m-th
-    segment (the earliest on ties). Rows ``0..max_breaks`` of ``best``/``arg`` are set,
-    for the ends ``i`` that can matter: ``i <= n - h - 1`` (more segments follow) and
-    ``i = n - 1``."""
-    for m in range(max_breaks + 1):
-        for i in range(n):
-            best[m, i] = np.inf
-            arg[m, i] = -1
-    for i in range(h - 1, n - h):
-        best[0, i] = rss[0, i]
-    best[0, n - 1] = rss[0, n - 1]
-    for m in range(1, max_breaks + 1):
-        for i in range((m + 1) * h - 1, n):
-            if n - h <= i < n - 1:
-                continue  # no segment fits after row i
-            for j in range(m * h - 1, i - h + 1):
-                total = best[m - 1, j] + rss[j + 1, i]
-                if total < best[m, i]:
-                    best[m, i] = total
-                    arg[m, i] = j
-    return 0
-
-
-@njit(cache=True)
-def breaks_of(arg, m, n, out):
-    """The ``m`` breakpoints of the best ``m``-break partition into ``out[:m]``."""
+def breaks_of(arg, m, n, out, lane=0):
+    """The ``m`` breakpoints of the best ``m``-break partition (programme ``lane``) into
+    ``out[:m]``."""
     if m == 0:
         return
-    out[m - 1] = arg[m, n - 1]
+    out[m - 1] = arg[m, n - 1, lane]
     for level in range(m - 1, 0, -1):
-        out[level - 1] = arg[level, out[level]]
-
-
-@njit(cache=True)
-def partition_rss(rss, breaks, m, n):
-    """RSS of the partition with ``breaks[:m]``, re-summed from the triangle as R does."""
-    total = 0.0
-    start = 0
-    for l in range(m):
-        total += rss[start, breaks[l]]
-        start = breaks[l] + 1
-    return total + rss[start, n - 1]
+        out[level - 1] = arg[level, out[level], lane]
 
 
 @njit(cache=True)

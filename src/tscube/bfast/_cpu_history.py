@@ -26,8 +26,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._cpu_bai_perron import (breaks_of, memo_chunks, minus_2_loglik, optimal_partition, partition_rss,
-                              qr_fit_in_order, recursive_residuals, rss_triangle, triangle_memo)
+from ._cpu_bai_perron import (breaks_of, memo_chunks, minus_2_loglik, optimal_partitions, qr_fit_in_order,
+                              recursive_residuals, triangle_memo)
 from ._cpu_lane_inverse import inverse_lanes
 from ._cpu_lane_layout import (_LANES, _PACKED, _S_ALONE, _S_BETA, _S_BNEW, _S_COUNT, _S_CUM, _S_FIRST, _S_FULL, _S_G,
                                _S_MEAN, _S_OK, _S_P, _S_PNEW, _S_RHS, _S_ROWS, _S_RSS, _S_SCALE, _S_STAT, _S_TAKE,
@@ -123,25 +123,25 @@ def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx):
 
 
 @njit(cache=True)
-def _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
+def _bp_start(X, rows, y, n, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
     """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
     k = X.shape[1]
     h = 6 * k
     if h > n // 2:
         return -1  # Bai–Perron cannot run: all rows kept, the pixel flagged
     max_breaks = max(0, (n + h - 1) // h - 2)
-    rss_triangle(X, rows, y, n, h, rss, w, Q, R, idx, beta, P, Px, S, U, YY, memo)
-    best = np.empty((max_breaks + 1, n))
-    arg = np.empty((max_breaks + 1, n), dtype=np.int64)
-    optimal_partition(rss, n, h, max_breaks, best, arg)
+    best = np.empty((max_breaks + 1, n, 1))
+    arg = np.empty((max_breaks + 1, n, 1), dtype=np.int64)
+    optimal_partitions(X, rows, y, n, h, max_breaks, best, arg, 0, w, Q, R, idx, beta, P, Px, S, U, YY, memo)
     breaks = np.empty(max(max_breaks, 1), dtype=np.int64)
     best_bic = np.inf
     start = 0
     for mb in range(max_breaks + 1):
-        breaks_of(arg, mb, n, breaks)
-        bic = minus_2_loglik(partition_rss(rss, breaks, mb, n), n) + math.log(n) * (k + 1) * (mb + 1)
+        bic = minus_2_loglik(best[mb, n - 1, 0], n) + math.log(n) * (k + 1) * (mb + 1)
         if bic < best_bic:
             best_bic = bic
+            if mb > 0:
+                breaks_of(arg, mb, n, breaks)
             start = breaks[mb - 1] + 1 if mb > 0 else 0
     return start
 
@@ -513,7 +513,6 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         Px = np.empty(k)
         R = np.empty((k, k))
         idx = np.empty(k, dtype=np.int64)
-        rss = np.empty((1, 1)) if method_roc else np.empty((T, T))
         Q = np.empty((T, k))
         sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
         sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
@@ -538,8 +537,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
                         drop, flag = _roc_pixel(X, rows, y, n, level, w, Q, R, Pinv, beta, Px, idx)
                         flagged[s, p] = flag
                     else:
-                        drop = _bp_start(X, rows, y, n, rss, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy,
-                                         memo)
+                        drop = _bp_start(X, rows, y, n, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy, memo)
                         flagged[s, p] = drop < 0
                         drop = max(drop, 0)
                     first_hist[s, p] = rows[drop] if drop > 0 else 0  # 0: every candidate, as "all"

@@ -15,8 +15,8 @@ import numpy as np
 from numba import njit, prange
 
 from ._cpu_bai_perron import (breaks_of, memo_chunks, memo_holds_room, memo_recorded, minus_2_loglik,
-                              optimal_partition, partition_rss, qr_fit_in_order, replay_triangles, rss_triangle,
-                              same_rows, triangle_memo)
+                              optimal_partitions, qr_fit_in_order, replay_partitions, replay_scratch, same_rows,
+                              triangle_memo)
 from ._cpu_series import compact_valid, load_tile
 from .bai_perron import LWZ_FACTOR, LWZ_POWER
 from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
@@ -24,6 +24,27 @@ from .lite_result import BfastLiteStatus, empty_lite_outputs
 from .plan import PERFECT_FIT_RTOL, kernel_nodata
 
 _LWZ, _BIC, _RSS, _ALL, _NUMBER = range(len(SELECTIONS))
+
+#: Pixels per block: the widest group of pixels with the same valid dates that replays
+#: one memo at once (its lanes).
+_BLOCK = 16
+
+
+def _most_breaks(plan: LitePlan, n_times: int, k: int) -> int:
+    """The largest ``M`` any pixel of ``n_times`` dates can get (as :func:`_prepare_pixel`):
+    the size of the programmes' break axis."""
+    most = 0
+    for n in range(1, n_times + 1):
+        h = int(math.floor(n * plan.h)) if plan.h < 1 else int(plan.h)
+        if h <= k or h > n // 2:
+            continue
+        M = (n + h - 1) // h - 2
+        if plan.selection == _NUMBER:
+            M = min(M, plan.n_breaks_asked)
+        if plan.max_breaks > 0:
+            M = min(M, plan.max_breaks)
+        most = max(most, M)
+    return most
 
 
 @njit(cache=True)
@@ -113,21 +134,17 @@ def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_ask
 
 
 @njit(cache=True)
-def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y, n, h, M, rss, Q, R, idx, beta,
-                  Pinv, breaks, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out, bic_out,
-                  lwz_out, trend_centre, trend_scale):
-    """Pixel ``p`` from its triangle ``rss``: the programme, the criteria and the choice,
-    the exact-fit check, the segment coefficients and the magnitudes."""
+def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y, n, M, best, arg, lane, Q, R, idx,
+                  beta, Pinv, breaks, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out,
+                  bic_out, lwz_out, trend_centre, trend_scale):
+    """Pixel ``p`` from its programme (lane ``lane`` of ``best``/``arg``): the criteria
+    and the choice, the exact-fit check, the segment coefficients and the magnitudes."""
     k = X.shape[1]
-    best = np.empty((M + 1, n))
-    arg = np.empty((M + 1, n), dtype=np.int64)
-    optimal_partition(rss, n, h, M, best, arg)
     pick = M
     pick_value = np.inf
     lwz_penalty = LWZ_FACTOR * math.log(n) ** LWZ_POWER
     for m in range(M + 1):
-        breaks_of(arg, m, n, breaks)
-        total = partition_rss(rss, breaks, m, n)
+        total = best[m, n - 1, lane]  # the segments' RSS summed in order, as R re-sums them
         ll = minus_2_loglik(total, n) if total > 0 else -np.inf
         bic = ll + math.log(n) * (k + 1) * (m + 1)
         lwz = ll + lwz_penalty * (k + 1) * (m + 1)
@@ -142,11 +159,11 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
     y_scale = 0.0
     for i in range(n):
         y_scale = max(y_scale, abs(y[i]))
-    if not math.sqrt(max(rss[0, n - 1], 0.0) / (n - k)) > PERFECT_FIT_RTOL * y_scale:
+    if not math.sqrt(max(best[0, n - 1, lane], 0.0) / (n - k)) > PERFECT_FIT_RTOL * y_scale:
         status[p] = BfastLiteStatus.PERFECT_FIT
         return
     m = pick
-    breaks_of(arg, m, n, breaks)
+    breaks_of(arg, m, n, breaks, lane)
     n_breaks[p] = m
     for l in range(m):
         break_index[l, p] = rows[breaks[l]]
@@ -200,13 +217,14 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
 
 @njit(parallel=True, cache=True)
 def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
-                 max_cap, level, interval, table, table_h, table_p, block,
+                 max_cap, level, interval, table, table_h, table_p, block, max_m,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
                  magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale, n_chunks):
-    """Blocks of pixels, in three passes: each pixel's preparation; the triangles, pixels
-    in a row with the same valid dates (and so ``n`` and ``h``) as one group that
-    records the rows-only part once and replays it for all at once
-    (:func:`replay_triangles`); each pixel's programme and outputs."""
+    """Blocks of pixels: each pixel's preparation; then, pixels in a row with the same
+    valid dates (and so ``n`` and ``h``) as one group that records the rows-only part of
+    the segments' RSS once and replays it for all at once (:func:`replay_partitions`),
+    the group's programmes, and each pixel's outputs. ``max_m``: the most breaks any
+    pixel can consider."""
     T, P = values.shape
     k = X.shape[1]
     n_blocks = (P + block - 1) // block
@@ -219,14 +237,14 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
         Pinv = np.empty((k, k))
         Px = np.empty(k)
         S = np.empty((T + 1, k, k))
-        U = np.empty((block, T + 1, k))
-        YY = np.empty((block, T + 1))
-        mean = np.empty(block)
-        lanes = np.empty((k + 3 + T, block))
+        U = np.empty((T + 1, k))
+        YY = np.empty(T + 1)
+        scratch = replay_scratch(T, k, block)
         breaks = np.empty(T, dtype=np.int64)
         rows = np.empty((block, T), dtype=np.int64)
         y = np.empty((block, T))
-        rss = np.empty((block, T, T))
+        best = np.empty((max_m + 1, T, block))
+        arg = np.empty((max_m + 1, T, block), dtype=np.int64)
         counts = np.empty(block, dtype=np.int64)
         M = np.empty(block, dtype=np.int64)
         group = np.empty(block, dtype=np.int64)
@@ -263,18 +281,18 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
                     first = 1 if shared else size
                     for g in range(first):  # the first records the memo for the others, or each alone
                         r = group[g]
-                        rss_triangle(X, rows[r], y[r], n, h, rss[r], w, Q, R, idx, beta, Pinv, Px, S, U[0], YY[0],
-                                     memo, shared)
+                        optimal_partitions(X, rows[r], y[r], n, h, M[q], best, arg, g, w, Q, R, idx, beta, Pinv, Px,
+                                           S, U, YY, memo, shared)
                 if first < size:
-                    replay_triangles(X, rows[q], y, group[first:size], n, h, rss, memo, U, YY, mean, beta, lanes,
-                                     Q, R, idx, Pinv, Px, w)
+                    replay_partitions(X, rows[q], y, group[first:size], n, h, M[q], best, arg, first, memo, scratch,
+                                      beta, Pinv, Px, Q, R, idx, w)
+                for g in range(size):
+                    r = group[g]
+                    _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
+                                  M[r], best, arg, g, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
+                                  break_time, magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre,
+                                  trend_scale)
                 q = e
-            for q in range(width):
-                if M[q] >= 0:
-                    _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + q, rows[q], y[q],
-                                  counts[q], h_obs[p0 + q], M[q], rss[q], Q, R, idx, beta, Pinv, breaks, status,
-                                  n_breaks, break_index, break_time, magnitudes, coefficients, rss_out, bic_out,
-                                  lwz_out, trend_centre, trend_scale)
 
 
 def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
@@ -285,14 +303,12 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
     trend_col = design.names.index("trend") if "trend" in design.names else -1
     n_times = values.shape[0]
-    # a block keeps each pixel's (T, T) triangle until its programme runs: 16 pixels, or
-    # as many as fit in 32 MiB per thread
-    block = max(1, min(16, (32 << 20) // (8 * n_times * n_times + 1)))
+    block = _BLOCK
     n_chunks = memo_chunks(n_pixels, block)
     _lite_kernel(
         values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
-        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block,
+        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, _most_breaks(plan, n_times, design.k),
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
         out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale, n_chunks,
