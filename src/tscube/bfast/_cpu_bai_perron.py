@@ -41,40 +41,50 @@ _SUMS_MIN_ROWS = 3
 _SUMS_MIN_PIVOT = 1e-5
 
 
+@njit(cache=True, inline="always")
+def _dot(a, b, first, step, count):
+    """``sum(a[i] * b[first + step * i] for i < count)`` in four interleaved partial
+    sums: a floating-point sum's chain of dependent additions, four times shorter."""
+    s0 = s1 = s2 = s3 = 0.0
+    quads = count - count % 4
+    for i in range(0, quads, 4):
+        s0 += a[i] * b[first + step * i]
+        s1 += a[i + 1] * b[first + step * (i + 1)]
+        s2 += a[i + 2] * b[first + step * (i + 2)]
+        s3 += a[i + 3] * b[first + step * (i + 3)]
+    for i in range(quads, count):
+        s0 += a[i] * b[first + step * i]
+    return (s0 + s1) + (s2 + s3)
+
+
 @njit(cache=True)
 def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
     """OLS of ``count`` compacted rows (positions ``first + step * i``) with R's in-order
-    aliasing. Writes the coefficients (0 where aliased) to ``beta`` and ``(X_K'X_K)^{-1}``
-    of the kept columns K (zero elsewhere) to ``P``; returns the number of kept columns."""
+    aliasing, by modified Gram–Schmidt on the columns (scratch ``Q`` ``(k, T)``, a column
+    per row: contiguous). Writes the coefficients (0 where aliased) to ``beta`` and
+    ``(X_K'X_K)^{-1}`` of the kept columns K (zero elsewhere) to ``P``; returns the number
+    of kept columns."""
     k = X.shape[1]
     nk = 0
     for j in range(k):
-        norm = 0.0
         for i in range(count):
-            v = X[rows[first + step * i], j]
-            Q[i, nk] = v
-            norm += v * v
-        norm = math.sqrt(norm)
+            Q[nk, i] = X[rows[first + step * i], j]
+        norm = math.sqrt(_dot(Q[nk], Q[nk], 0, 1, count))
         if norm == 0.0:
             continue
         for c in range(nk):
             R[c, nk] = 0.0
         for _ in range(2):  # Gram–Schmidt twice: orthogonal to working precision
             for c in range(nk):
-                dot = 0.0
-                for i in range(count):
-                    dot += Q[i, c] * Q[i, nk]
+                dot = _dot(Q[c], Q[nk], 0, 1, count)
                 R[c, nk] += dot
                 for i in range(count):
-                    Q[i, nk] -= dot * Q[i, c]
-        rest = 0.0
-        for i in range(count):
-            rest += Q[i, nk] * Q[i, nk]
-        rest = math.sqrt(rest)
+                    Q[nk, i] -= dot * Q[c, i]
+        rest = math.sqrt(_dot(Q[nk], Q[nk], 0, 1, count))
         if rest < LM_FIT_TOL * norm:
             continue
         for i in range(count):
-            Q[i, nk] /= rest
+            Q[nk, i] /= rest
         R[nk, nk] = rest
         idx[nk] = j
         nk += 1
@@ -93,9 +103,7 @@ def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
                 s += R[a, m] * Rinv[m, c]
             Rinv[a, c] = -s / R[a, a]
     for c in range(nk):
-        qy = 0.0
-        for i in range(count):
-            qy += Q[i, c] * y[first + step * i]
+        qy = _dot(Q[c], y, first, step, count)
         for a in range(c + 1):
             beta[idx[a]] += Rinv[a, c] * qy
     for a in range(nk):
@@ -193,23 +201,23 @@ def first_rows_full_rank(X, rows, i, Q, S, L):
         norm = 0.0
         for r in range(k):
             v = X[rows[i + r], j]
-            Q[r, j] = v
+            Q[j, r] = v
             norm += v * v
         for _ in range(2):
             for c in range(j):
                 dot = 0.0
                 for r in range(k):
-                    dot += Q[r, c] * Q[r, j]
+                    dot += Q[c, r] * Q[j, r]
                 for r in range(k):
-                    Q[r, j] -= dot * Q[r, c]
+                    Q[j, r] -= dot * Q[c, r]
         rest = 0.0
         for r in range(k):
-            rest += Q[r, j] * Q[r, j]
+            rest += Q[j, r] * Q[j, r]
         if norm == 0.0 or not math.sqrt(rest) >= LM_FIT_TOL * math.sqrt(norm):
             return False
         rest = math.sqrt(rest)
         for r in range(k):
-            Q[r, j] /= rest
+            Q[j, r] /= rest
     return True
 
 

@@ -481,7 +481,7 @@ def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n
         alone_rows = np.empty(T, dtype=np.int64)
         alone_y = np.empty(T)
         alone_w = np.empty(T)
-        Q = np.empty((T, k))
+        Q = np.empty((k, T))  # Gram–Schmidt columns
         R = np.empty((k, k))
         P = np.empty((k, k))
         beta = np.empty(k)
@@ -513,7 +513,7 @@ def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, le
         Px = np.empty(k)
         R = np.empty((k, k))
         idx = np.empty(k, dtype=np.int64)
-        Q = np.empty((T, k))
+        Q = np.empty((k, T))  # Gram–Schmidt columns
         sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
         sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
         sum_yy = np.empty(1) if method_roc else np.empty(T + 1)

@@ -230,7 +230,7 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
     n_blocks = (P + block - 1) // block
     for c in prange(n_chunks):  # consecutive blocks per chunk: one triangle memo for all its pixels
         w = np.empty(T)
-        Q = np.empty((T, k))
+        Q = np.empty((k, T))  # Gram–Schmidt columns
         R = np.empty((k, k))
         idx = np.empty(k, dtype=np.int64)
         beta = np.empty(k)
