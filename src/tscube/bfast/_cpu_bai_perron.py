@@ -223,8 +223,8 @@ def first_rows_full_rank(X, rows, i, Q, S, L):
 
 @njit(cache=True)
 def _prefix_sums(X, rows, y, n, S, U, YY, gram=True):
-    """Cumulative X'X (if ``gram``), X'y and y'y of the compacted rows (y centred on its
-    mean)."""
+    """Cumulative X'X (if ``gram``; its lower triangle), X'y and y'y of the compacted rows
+    (y centred on its mean)."""
     k = X.shape[1]
     mean = 0.0
     for i in range(n):
@@ -241,10 +241,11 @@ def _prefix_sums(X, rows, y, n, S, U, YY, gram=True):
         v = y[i] - mean
         for a in range(k):
             U[i + 1, a] = U[i, a] + X[r, a] * v
-        if gram:
+        if gram:  # the lower triangle: all that the Cholesky factors read
             for a in range(k):
-                for b in range(k):
-                    S[i + 1, a, b] = S[i, a, b] + X[r, a] * X[r, b]
+                xa = X[r, a]
+                for b in range(a + 1):
+                    S[i + 1, a, b] = S[i, a, b] + xa * X[r, b]
         YY[i + 1] = YY[i] + v * v
     return mean
 

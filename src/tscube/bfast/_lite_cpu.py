@@ -27,7 +27,7 @@ _LWZ, _BIC, _RSS, _ALL, _NUMBER = range(len(SELECTIONS))
 
 #: Pixels per block: the widest group of pixels with the same valid dates that replays
 #: one memo at once (its lanes).
-_BLOCK = 16
+_BLOCK = 32
 
 
 def _most_breaks(plan: LitePlan, n_times: int, k: int) -> int:
