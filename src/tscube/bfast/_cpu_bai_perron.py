@@ -429,6 +429,16 @@ def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
                 best[0, n - 1, lane + g] = values[count - 1, g]
         return
     hi = max(hi, lo)
+    if G == 1:  # one pixel: no lane slices
+        for m in range(1, min(M, i // h) + 1):
+            prev = best[m - 1, i - 1, lane]
+            for c in range(lo, hi + 1 if to_last else hi):
+                e = first_end + c if c < hi else n - 1
+                total = prev + values[c if c < hi else count - 1, 0]
+                if total < best[m, e, lane]:
+                    best[m, e, lane] = total
+                    arg[m, e, lane] = i - 1
+        return
     for m in range(1, min(M, i // h) + 1):
         prev = best[m - 1, i - 1, lane:lane + G]
         for c in range(lo, hi + 1 if to_last else hi):
