@@ -58,7 +58,7 @@ def bench_modis(n_pixels: int, repeat: int) -> list[dict]:
         data[np.random.default_rng(1).random(data.shape) < missing] = np.nan
         for setting, (kwargs, r_gap_free, r_missing, share) in R_ANCHOR.items():
             n_timed = max(1, n_pixels // share)
-            part = data[:, :n_timed]
+            part = data[..., :n_timed]
             run = lambda: tscube.bfast_lite(part, cube.dates, freq=23, **kwargs)  # noqa: E731
             run()
             all_threads = best_of(run, repeat)

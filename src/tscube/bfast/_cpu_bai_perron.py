@@ -1,23 +1,27 @@
-"""Bai–Perron breakpoints for the cpu engines (numba), one pixel per call.
+"""Bai–Perron breakpoints for the cpu engines (numba), a pixel (or a group of pixels with
+the same valid dates) per call.
 
 Same rules as :mod:`tscube.bfast.bai_perron` (the reference), organised for speed:
 
-* the segment RSS triangle, only where the programme reads it, row by row: for each
+* the segment RSS triangle, only where the programme reads it, start by start: for each
   segment start a fit of its first ``h`` rows from prefix sums of X'X and X'y, then
-  rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}`` and the coefficients, ``RSS(i, j)``
-  the running sum of squared recursive residuals; the last segments from one pass
-  backwards. Where R's recursion differs from least squares (the first ``k`` rows of a
-  segment rank deficient) or the start is ill-conditioned, the recursion itself: while
-  the first rows are rank deficient each step is a full fit by modified Gram–Schmidt QR
-  that drops aliased columns by R's ``lm.fit`` rule (a column's orthogonal part below
-  1e-7 of its norm), as strucchange's ``recresid`` does, and two exact refits after the
-  first full-rank one keep the updates' rounding below what could move a breakpoint;
-* the dynamic programme over segment ends, ties to the earliest break.
+  rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}``, ``RSS(i, j)`` the running sum
+  of squared recursive residuals, each row's prediction from the segment's sums; the
+  last segments from one pass backwards. Where R's recursion differs from least squares
+  (the first ``k`` rows of a segment rank deficient) or the start is ill-conditioned,
+  the recursion itself: while the first rows are rank deficient each step is a full fit
+  by modified Gram–Schmidt QR that drops aliased columns by R's ``lm.fit`` rule (a
+  column's orthogonal part below 1e-7 of its norm), as strucchange's ``recresid`` does,
+  and two exact refits after the first full-rank one keep the updates' rounding below
+  what could move a breakpoint;
+* the dynamic programme over segment ends, ties to the earliest break, fed each start's
+  segments as they come: the triangle is never stored;
+* pixels with the same valid dates share everything above but their values: one
+  records it, the others replay it together, the pixels as SIMD lanes.
 
 Shared by ``bfast_monitor(history="BP")`` (:mod:`tscube.bfast._cpu_history`) and BFAST
 Lite (:mod:`tscube.bfast._lite_cpu`).
 """
-
 from __future__ import annotations
 
 import math
