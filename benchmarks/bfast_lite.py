@@ -36,7 +36,7 @@ from bfast_monitor import best_of  # this folder's
 from tscube.datasets import make_cube
 
 #: R bfastlite seconds per pixel on one core (no gaps, 20 % missing), from the fixtures'
-#: README: setting -> (kwargs, seconds without gaps, seconds with 20 % missing, share of
+#: README: setting -> (kwargs, seconds without gaps, seconds with 20 % missing, divisor of
 #: the cube's pixels timed: the slow settings on an eighth of them).
 R_ANCHOR = {
     "default (trend+harmon, order 3, h 0.15, LWZ)": (dict(), 0.055, 0.035, 1),
@@ -56,8 +56,8 @@ def bench_modis(n_pixels: int, repeat: int) -> list[dict]:
     for missing in (0.0, 0.2):
         data = cube.data.copy()
         data[np.random.default_rng(1).random(data.shape) < missing] = np.nan
-        for setting, (kwargs, r_gap_free, r_missing, share) in R_ANCHOR.items():
-            n_timed = max(1, n_pixels // share)
+        for setting, (kwargs, r_gap_free, r_missing, divisor) in R_ANCHOR.items():
+            n_timed = max(1, n_pixels // divisor)
             part = data[..., :n_timed]
             run = lambda: tscube.bfast_lite(part, cube.dates, freq=23, **kwargs)  # noqa: E731
             run()

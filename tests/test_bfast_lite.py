@@ -188,6 +188,22 @@ def test_statuses_of_degenerate_pixels():
     assert too_few.status[0] == BfastLiteStatus.TOO_FEW_OBSERVATIONS
 
 
+@pytest.mark.parametrize("engine", ["cpu", "reference"])
+def test_values_whose_squares_overflow_are_flagged(engine):
+    """|y| beyond 1e150: OVERFLOW, no crash and no break, in every selection; values just
+    below are fitted as any others (scale does not move the breaks)."""
+    data, t, _ = planted_cube(4, 120, 0.2, seed=5)
+    data[:, 0] *= 1e160
+    data[5, 1] = -1e200  # one value is enough
+    data[:, 2] *= 1e149
+    for breaks in ("LWZ", "all"):
+        result = bfast_lite(data, t, freq=23, breaks=breaks, engine=engine)
+        assert list(result.status[:2]) == [BfastLiteStatus.OVERFLOW] * 2
+        assert np.all(result.n_breaks[:2] == 0) and np.all(result.break_index[:, :2] == -1)
+        plain = bfast_lite(data[:, 2:4] / np.array([1e149, 1.0]), t, freq=23, breaks=breaks, engine=engine)
+        np.testing.assert_array_equal(result.break_index[:, 2:4], plain.break_index[: result.break_index.shape[0]])
+
+
 def test_planted_breaks_are_found():
     """Clean cloudy series (30 % missing, noise 0.02, shifts 0.1-0.3): every planted break
     found, none spurious, the first date after each within three valid dates of the shift."""

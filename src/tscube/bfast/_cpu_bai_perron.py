@@ -418,24 +418,27 @@ def triangle_memo(n_times, k):
     (valid dates), ``n`` and ``h`` as the previous one share everything of their
     triangles that depends on the rows only: each start's kind and inverse Gram, and
     every update step's ``P x`` and ``1 / f``. One per thread; empty (never used) for series
-    whose steps would take more than :data:`MEMO_MAX_BYTES`."""
+    whose steps would take more than :data:`MEMO_MAX_BYTES`. Also the per-thread scratch
+    of one pixel: the RSS of its last segments, and a replay's for one lane."""
     capacity = n_times * (n_times + 1) // 2 + n_times
+    last = np.empty((n_times, 1))
     if capacity * (k + 1) * 8 > MEMO_MAX_BYTES:
         n_times = capacity = 0
     key = np.full(3, -1, dtype=np.int64)  # the last pixel's n and h, whether recorded
     return (np.empty(n_times, dtype=np.int64), key, np.empty((n_times + 1, k, k)),
-            np.empty(n_times + 1, dtype=np.int64), np.empty((capacity, k + 1)))
+            np.empty(n_times + 1, dtype=np.int64), np.empty((capacity, k + 1)), last, replay_scratch(n_times, k, 1))
 
 
 @njit(cache=True)
 def memo_holds_room(memo, n):
-    """Whether ``memo`` can record the triangle of ``n`` rows."""
+    """Whether ``memo`` can record the rows-only part of the segments of ``n`` rows."""
     return memo[0].shape[0] >= n and memo[4].shape[0] >= n * (n + 1) // 2 + n
 
 
 @njit(cache=True)
 def memo_recorded(memo, rows, n, h):
-    """Whether ``memo`` holds the whole triangle of these rows, ``n`` and ``h``."""
+    """Whether ``memo`` holds the rows-only part of all the segments of these rows, ``n``
+    and ``h``."""
     return _same_rows(memo, rows, n, h) and memo[1][2] == 1
 
 
@@ -536,14 +539,14 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
     (a cloud-free stack, pixels under the same clouds) share the kinds of start, inverse
     Grams and update steps, which depend on the rows only: the second records them, the
     others replay them, bit for bit the same segments at O(k) instead of O(k^2) per
-    update (:func:`replay_partitions`). ``force_record``: record whatever came before."""
+    update (:func:`replay_partitions`); in BFAST Lite the first of a group of such pixels
+    records (``force_record``: record whatever came before) and the group replays."""
     k = X.shape[1]
-    memo_rows, key, memo_P, kinds, steps = memo
+    memo_rows, key, memo_P, kinds, steps, last, one_lane = memo
     same = _same_rows(memo, rows, n, h)
     if same and key[2] == 1:  # recorded: a group of one
-        T = y.shape[0]
-        replay_partitions(X, rows, y.reshape((1, T)), np.zeros(1, dtype=np.int64), n, h, M, best, arg, lane, memo,
-                          replay_scratch(T, k, 1), beta, P, Px, Q, R, idx, w)
+        replay_partitions(X, rows, y.reshape((1, y.shape[0])), np.zeros(1, dtype=np.int64), n, h, M, best, arg,
+                          lane, memo, one_lane, beta, P, Px, Q, R, idx, w)
         return
     # recorded for the second pixel in a row with these rows: a pixel whose valid dates
     # are its own (random gaps) costs the memo only the comparison and a copy of its rows
@@ -564,7 +567,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
         kinds[n] = _START_SUMS if back else _START_RECURSION
         if back:
             memo_P[n, :, :] = P
-    last = np.empty((n, 1))  # RSS of the last segments i..n-1
+    # last[i]: the RSS of the last segment i..n-1
     if back:  # the last segments, from one pass backwards
         last[n - h, 0] = _coefficients_from_sums(P, U, YY, mean, n - h, n, beta)
         _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h, 0], P, Px, w, steps, at, record)
@@ -619,7 +622,8 @@ def replay_scratch(n_times, k, lanes):
     """Scratch of :func:`replay_partitions` for up to ``lanes`` pixels of ``n_times``
     dates: prefix sums X'y ``(T + 1, k, lanes)`` and y'y, centred values, means, the RSS
     of one start's segments and of the last segments ``(T, lanes)``, and the sums of a
-    segment ``(k, lanes)``."""
+    segment ``(k, lanes)``. The means take ``2 * lanes``: their second half is a
+    segment's gain in :func:`_rss_from_sums_lanes`."""
     return (np.empty((n_times + 1, k, lanes)), np.empty((n_times + 1, lanes)), np.empty((n_times, lanes)),
             np.empty(2 * lanes), np.empty((n_times, lanes)), np.empty((n_times, lanes)), np.empty((k, lanes)))
 
@@ -714,7 +718,7 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
     pixel's own. ``scratch``: :func:`replay_scratch` for at least ``len(group)`` lanes."""
     k = X.shape[1]
     G = group.shape[0]
-    _, _, memo_P, kinds, steps = memo
+    _, _, memo_P, kinds, steps, _, _ = memo
     U, YY, centred, mean, seg, last, diff = scratch
     gain = mean[G:]  # the means are needed only for the prefix sums
     programme_start(best, arg, M, n, lane, G)

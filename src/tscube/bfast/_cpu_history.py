@@ -11,7 +11,7 @@ Same rules as :mod:`tscube.bfast.history` (the reference), organised for speed:
   of each pixel's candidates, then the recursion, fit and Rec-CUSUM scan in lockstep over
   blocks of pixels); larger designs (season dummies), and lanes whose first rows are rank
   deficient, one pixel at a time.
-* BP: the Bai–Perron triangle and dynamic programme of :mod:`tscube.bfast._cpu_bai_perron`
+* BP: the Bai–Perron segments' RSS and dynamic programme of :mod:`tscube.bfast._cpu_bai_perron`
   (shared with BFAST Lite), then the BIC choice of the number of breaks.
 
 :func:`history_first` returns, per start and pixel, the time index where the stable

@@ -2,7 +2,7 @@
 
 Per pixel, the steps of the reference (:mod:`tscube.bfast._lite_reference`) in one
 pass with per-thread buffers: compaction of the valid observations, the optional
-OLS-MOSUM pre-test, the Bai–Perron triangle and programme of
+OLS-MOSUM pre-test, the Bai–Perron segments' RSS and programme of
 :mod:`tscube.bfast._cpu_bai_perron` (shared with ``history="BP"``), the criteria, the
 segment fits (QR, R's aliasing) and the magnitudes.
 """
@@ -20,13 +20,13 @@ from ._cpu_bai_perron import (breaks_of, memo_chunks, memo_holds_room, memo_reco
 from ._cpu_series import compact_valid, load_tile
 from .bai_perron import LWZ_FACTOR, LWZ_POWER
 from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
-from .lite_result import BfastLiteStatus, empty_lite_outputs
+from .lite_result import OVERFLOW_VALUE, BfastLiteStatus, empty_lite_outputs
 from .plan import PERFECT_FIT_RTOL, kernel_nodata
 
 _LWZ, _BIC, _RSS, _ALL, _NUMBER = range(len(SELECTIONS))
 
-#: Pixels per block: the widest group of pixels with the same valid dates that replays
-#: one memo at once (its lanes).
+#: Pixels per block (fewer where their programmes would pass 32 MiB): the widest group of
+#: pixels with the same valid dates that replays one memo at once (its lanes).
 _BLOCK = 32
 
 
@@ -97,14 +97,18 @@ def _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, P, e, table, t
 def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level, table, table_h,
                    table_p, p, rows, y, w, Q, R, idx, beta, Pinv, status, n_obs, h_obs, max_breaks, pretest_p):
     """Compaction, the optional pre-test and the checks of pixel ``p`` before its
-    triangle: returns the number of breaks to consider (``M``), or -1 with the pixel's
-    status set when it gets no triangle."""
+    programme: returns the number of breaks to consider (``M``), or -1 with the pixel's
+    status set when it gets none."""
     k = X.shape[1]
     n = compact_valid(tile_row, T, nodata, has_nodata, rows, y)
     n_obs[p] = n
     if n == 0:
         status[p] = BfastLiteStatus.ALL_MISSING
         return -1
+    for i in range(n):
+        if abs(y[i]) > OVERFLOW_VALUE:
+            status[p] = BfastLiteStatus.OVERFLOW
+            return -1
     fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
     nh = int(math.floor(n * fraction))
     if level > 0 and n > k and 1 <= nh < n:  # else R fails; the checks below flag it
@@ -156,6 +160,9 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
         if selection <= _RSS and value < pick_value:
             pick_value = value
             pick = m
+    if not (abs(best[0, n - 1, lane]) < np.inf and abs(best[pick, n - 1, lane]) < np.inf):
+        status[p] = BfastLiteStatus.OVERFLOW  # not expected below OVERFLOW_VALUE; no partition to follow
+        return
     y_scale = 0.0
     for i in range(n):
         y_scale = max(y_scale, abs(y[i]))
@@ -303,12 +310,14 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
     trend_col = design.names.index("trend") if "trend" in design.names else -1
     n_times = values.shape[0]
-    block = _BLOCK
+    most_breaks = _most_breaks(plan, n_times, design.k)
+    # the programmes of a block: (most_breaks + 1, T) floats and ints per pixel, 32 MiB at most
+    block = max(1, min(_BLOCK, (32 << 20) // (16 * (most_breaks + 1) * n_times + 1)))
     n_chunks = memo_chunks(n_pixels, block)
     _lite_kernel(
         values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
-        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, _most_breaks(plan, n_times, design.k),
+        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, most_breaks,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
         out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale, n_chunks,

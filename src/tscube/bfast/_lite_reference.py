@@ -15,7 +15,7 @@ import numpy as np
 from . import bai_perron
 from .lite import (SELECTIONS, LitePlan, largest_number_of_breaks, pretest_bandwidth, pretest_pvalue,
                    segment_size)
-from .lite_result import BfastLiteStatus, empty_lite_outputs
+from .lite_result import OVERFLOW_VALUE, BfastLiteStatus, empty_lite_outputs
 from .ols import fit_in_order_qr
 from .plan import PERFECT_FIT_RTOL, invalid_mask
 
@@ -72,6 +72,9 @@ def lite_pixel(y_all: np.ndarray, valid: np.ndarray, plan: LitePlan) -> dict:
     X = plan.design.matrix[rows]
     y = y_all[rows].astype(np.float64)
     k = X.shape[1]
+    if np.max(np.abs(y)) > OVERFLOW_VALUE:
+        out["status"] = BfastLiteStatus.OVERFLOW
+        return out
     if plan.level > 0 and n > k and 1 <= pretest_bandwidth(n, plan.h)[0] < n:  # else R fails; the checks below flag it
         out["pretest_p"] = pretest(X, y, plan.h)
         if out["pretest_p"] > plan.level:
@@ -99,12 +102,18 @@ def lite_pixel(y_all: np.ndarray, valid: np.ndarray, plan: LitePlan) -> dict:
     totals = np.array([bai_perron.total_rss(rss, s, n) for s in solutions])
     bic, lwz = bai_perron.information_criteria(totals, n, k)
     out["rss"], out["bic"], out["lwz"] = totals, bic, lwz
+    if not np.isfinite(totals[0]):
+        out["status"] = BfastLiteStatus.OVERFLOW
+        return out
     if not math.sqrt(totals[0] / (n - k)) > PERFECT_FIT_RTOL * np.max(np.abs(y)):
         out["status"] = BfastLiteStatus.PERFECT_FIT
         return out
     selection = SELECTIONS[plan.selection]
     m = {"LWZ": lambda: np.argmin(lwz), "BIC": lambda: np.argmin(bic), "RSS": lambda: np.argmin(totals)}.get(
         selection, lambda: M)()
+    if not np.isfinite(totals[int(m)]):
+        out["status"] = BfastLiteStatus.OVERFLOW
+        return out
     breaks = solutions[int(m)]
     out["n_breaks"] = len(breaks)
     out["break_index"] = rows[breaks]

@@ -9,6 +9,11 @@ from typing import Any
 import numpy as np
 
 
+#: Largest valid |value| BFAST Lite takes: sums of the squares of ten thousand values
+#: twice as large stay finite in float64.
+OVERFLOW_VALUE = 1e150
+
+
 class BfastLiteStatus(IntEnum):
     """What happened to a pixel. Stored as ``int8`` in :attr:`BfastLiteResult.status`.
 
@@ -32,6 +37,9 @@ class BfastLiteStatus(IntEnum):
     ``PERFECT_FIT`` (6)
         The season-trend model fits the whole series exactly (e.g. a constant series):
         the criteria are undefined (log 0), no break is reported.
+    ``OVERFLOW`` (7)
+        A valid value beyond :data:`OVERFLOW_VALUE` (1e150) in magnitude: sums of squares
+        of such values overflow float64, no break is reported.
 
     For every status but ``OK`` the per-break outputs are empty (NaN / -1) and
     ``n_breaks`` is 0; ``n_obs``, ``h_obs`` and ``pretest_p`` are set where known.
@@ -44,6 +52,7 @@ class BfastLiteStatus(IntEnum):
     NO_ROOM_FOR_BREAK = 4
     STABLE_BY_PRETEST = 5
     PERFECT_FIT = 6
+    OVERFLOW = 7
 
 
 #: ``magnitude()``'s statistics of each break, in R's column order.
