@@ -226,9 +226,9 @@ def first_rows_full_rank(X, rows, i, Q, S, L):
 
 
 @njit(cache=True)
-def _prefix_sums(X, rows, y, n, S, U, YY, gram=True):
-    """Cumulative X'X (if ``gram``; its lower triangle), X'y and y'y of the compacted rows
-    (y centred on its mean)."""
+def _prefix_sums(X, rows, y, n, S, U, YY):
+    """Cumulative X'X (its lower triangle: all that the Cholesky factors read), X'y and
+    y'y of the compacted rows (y centred on its mean); returns the mean."""
     k = X.shape[1]
     mean = 0.0
     for i in range(n):
@@ -236,20 +236,18 @@ def _prefix_sums(X, rows, y, n, S, U, YY, gram=True):
     mean /= n
     for a in range(k):
         U[0, a] = 0.0
-        if gram:
-            for b in range(k):
-                S[0, a, b] = 0.0
+        for b in range(a + 1):
+            S[0, a, b] = 0.0
     YY[0] = 0.0
     for i in range(n):
         r = rows[i]
         v = y[i] - mean
         for a in range(k):
             U[i + 1, a] = U[i, a] + X[r, a] * v
-        if gram:  # the lower triangle: all that the Cholesky factors read
-            for a in range(k):
-                xa = X[r, a]
-                for b in range(a + 1):
-                    S[i + 1, a, b] = S[i, a, b] + xa * X[r, b]
+        for a in range(k):
+            xa = X[r, a]
+            for b in range(a + 1):
+                S[i + 1, a, b] = S[i, a, b] + xa * X[r, b]
         YY[i + 1] = YY[i] + v * v
     return mean
 
@@ -287,18 +285,16 @@ def _inverse_from_sums(S, i, j, P, L):
 
 
 @njit(cache=True)
-def _coefficients_from_sums(P, U, YY, mean, i, j, beta):
-    """Coefficients of compacted rows ``i..j-1`` into ``beta`` from their inverse Gram
-    ``P`` and the prefix sums; returns their RSS."""
-    k = beta.shape[0]
+def _rss_from_sums(P, U, YY, i, j):
+    """RSS of the least-squares fit of compacted rows ``i..j-1`` from their inverse Gram
+    ``P`` and the prefix sums: ``y'y - (X'y)' P X'y``, one coefficient at a time."""
+    k = P.shape[0]
     rss = YY[j] - YY[i]
     for a in range(k):
         s = 0.0
         for b in range(k):
             s += P[a, b] * (U[j, b] - U[i, b])
-        beta[a] = s
         rss -= s * (U[j, a] - U[i, a])
-    beta[0] += mean  # the centring of y moves the intercept only (column 0 is ones)
     return max(rss, 0.0)
 
 
@@ -569,7 +565,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             memo_P[n, :, :] = P
     # last[i]: the RSS of the last segment i..n-1
     if back:  # the last segments, from one pass backwards
-        last[n - h, 0] = _coefficients_from_sums(P, U, YY, mean, n - h, n, beta)
+        last[n - h, 0] = _rss_from_sums(P, U, YY, n - h, n)
         _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h, 0], P, Px, w, steps, at, record)
         at += n - h
         for c in range(n - h):
@@ -595,7 +591,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             _programme_row(best, arg, M, n, h, lane, 1, i, i + k, row, n - i - k)
             continue
         if kind == _START_SUMS:
-            w[0] = _coefficients_from_sums(P, U, YY, mean, i, i + h, beta)
+            w[0] = _rss_from_sums(P, U, YY, i, i + h)
             _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
             at += stop - i - h
             _programme_row(best, arg, M, n, h, lane, 1, i, i + h - 1, row, stop - i - h + 1)
@@ -660,7 +656,7 @@ def _prefix_sums_lanes(X, rows, Y, group, n, U, YY, centred, mean):
 
 @njit(cache=True)
 def _rss_from_sums_lanes(P, U, YY, i, j, G, diff, gain, out):
-    """The RSS of :func:`_coefficients_from_sums` of rows ``i..j-1`` for every lane at
+    """The RSS of :func:`_rss_from_sums` of rows ``i..j-1`` for every lane at
     once into ``out[:G]``, in its order of operations (the same bits). Scratch:
     ``diff`` ``(k, G)``, ``gain`` ``(G,)``."""
     k = P.shape[0]

@@ -30,23 +30,6 @@ _LWZ, _BIC, _RSS, _ALL, _NUMBER = range(len(SELECTIONS))
 _BLOCK = 32
 
 
-def _most_breaks(plan: LitePlan, n_times: int, k: int) -> int:
-    """The largest ``M`` any pixel of ``n_times`` dates can get (as :func:`_prepare_pixel`):
-    the size of the programmes' break axis."""
-    most = 0
-    for n in range(1, n_times + 1):
-        h = int(math.floor(n * plan.h)) if plan.h < 1 else int(plan.h)
-        if h <= k or h > n // 2:
-            continue
-        M = (n + h - 1) // h - 2
-        if plan.selection == _NUMBER:
-            M = min(M, plan.n_breaks_asked)
-        if plan.max_breaks > 0:
-            M = min(M, plan.max_breaks)
-        most = max(most, M)
-    return most
-
-
 @njit(cache=True)
 def _interp(x, xp, fp):
     """np.interp for increasing ``xp``, constant beyond the ends."""
@@ -310,7 +293,7 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
     trend_col = design.names.index("trend") if "trend" in design.names else -1
     n_times = values.shape[0]
-    most_breaks = _most_breaks(plan, n_times, design.k)
+    most_breaks = plan.break_slots  # the largest M of any pixel
     # the programmes of a block: (most_breaks + 1, T) floats and ints per pixel, 32 MiB at most
     block = max(1, min(_BLOCK, (32 << 20) // (16 * (most_breaks + 1) * n_times + 1)))
     n_chunks = memo_chunks(n_pixels, block)
