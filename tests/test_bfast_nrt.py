@@ -172,10 +172,10 @@ def test_state_keeps_window_and_residual_sum():
         if m < w:
             window = np.concatenate([state["tail"][m:w, p], monitoring[~np.isnan(monitoring)]])
         else:
-            window = monitoring[state["leaving"][p]:]
+            window = monitoring[int(state["leaving"][p]):]  # the record holds integers as float64
             window = window[~np.isnan(window)]
         np.testing.assert_allclose(window, r[-w:], rtol=0, atol=1e-15)
-        below, count = state["median_below"][p], state["median_count"][p]
+        below, count = int(state["median_below"][p]), int(state["median_count"][p])
         assert below + count + state["median_above"][p] == m
         kept = np.sort(monitoring[~np.isnan(monitoring)])
         np.testing.assert_array_equal(state["median_window"][:count, p], kept[below:below + count])
@@ -289,18 +289,19 @@ def test_median_window_is_exact(size):
                    np.concatenate([rng.normal(0, 1, 30), rng.normal(-5, 1, 50)]),
                    np.arange(40.0) * (-1.0) ** np.arange(40)):
         residuals = np.full((series.size, 1), np.nan)
-        window = np.full((size, 1), np.nan)
+        record = np.full((1, nrt._WINDOW + size), np.nan)  # a pixel's record with a window of ``size``
+        window = record[:, nrt._WINDOW:].T
         count = below = above = 0
         rebuilds = 0
         for i, v in enumerate(series):
             residuals[i, 0] = v
-            count, below, above = nrt._window_insert(v, window, 0, count, below, above)
+            count, below, above = nrt._window_insert(v, record, 0, count, below, above, size)
             if not nrt._holds_median(count, below, above):
-                count, below, above = nrt._rebuild_window(window, 0, count + below + above, residuals, 0)
+                count, below, above = nrt._rebuild_window(record, 0, count + below + above, residuals, 0, size)
                 rebuilds += 1
             assert below + count + above == i + 1
             np.testing.assert_array_equal(window[:count, 0], np.sort(series[:i + 1])[below:below + count])
-            assert nrt._window_median(window, 0, count, below, above) == np.median(series[:i + 1])
+            assert nrt._window_median(record, 0, count, below, above) == np.median(series[:i + 1])
         rebuilt.append(rebuilds)
     assert 0 < rebuilt[2] < 80 // size  # the shift after the break: a rebuild every ~size values
 
@@ -409,8 +410,7 @@ def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch
     BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90]).save(tmp_path / "a.zarr")
     shutil.copytree(tmp_path / "a.zarr", tmp_path / "b.zarr")
     whole = update_saved(tmp_path / "a.zarr", cube.data[90:100], cube.dates[90:100])
-    monkeypatch.setattr(_nrt_store, "CHUNK_PIXELS", 10)  # 9 pixels a row: chunks across rows
-    monkeypatch.setattr(_nrt_store, "BAND_PIXELS", 9)  # the result: one row per band, of one chunk file
+    monkeypatch.setattr(_nrt_store, "BAND_PIXELS", 9)  # 9 pixels a row: one row per band, of one chunk file
     rows = update_saved(tmp_path / "b.zarr", cube.data[90:100], cube.dates[90:100])
     np.testing.assert_array_equal(rows, whole)
     assert tree_bytes(tmp_path / "b.zarr") == tree_bytes(tmp_path / "a.zarr")

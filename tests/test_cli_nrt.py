@@ -179,8 +179,9 @@ def _assert_same_state(a, b):
 
 
 def test_killed_update_resumes_to_byte_identical_state(updated, tmp_path):
-    """kill -9 between the update's writes and its commit: the committed state and the
-    result are the previous ones; the same command finishes the same update, same bytes."""
+    """kill -9 between the update's writes and its commit: the committed state is the
+    previous one and the result says it is being rewritten; the same command rewrites the
+    result and finishes the same update, same bytes."""
     fitted, stack, done = updated
     out = tmp_path / "alerts.zarr"
     shutil.copytree(fitted, out)
@@ -200,33 +201,33 @@ def test_killed_update_resumes_to_byte_identical_state(updated, tmp_path):
     finally:
         process.kill()
         process.wait()
-    _assert_same_state(_committed(out), previous)  # written, not committed: the previous state
+    _assert_same_state(_committed(out)[:3] + (None,), previous[:3] + (None,))  # written, not committed
+    assert _nrt_store.result_generation(out) == -1  # the result: being rewritten (before the commit)
 
     result = tscube(*update_args(stack, out))
     assert result.exit_code == 0, result.output
-    assert "updating alerts.zarr" in result.output
+    assert "rewrote the result" in result.output and "updating alerts.zarr" in result.output
     assert tree_bytes(out) == tree_bytes(done)
 
 
 def test_update_killed_while_writing_the_result_is_repaired(updated, tmp_path, monkeypatch):
-    """An update that committed its state but died writing the result: the next run
-    rewrites the result (it shows the committed state), same bytes as uninterrupted."""
+    """An update that committed its state but died before its result said so (and with a
+    part of it spoilt): the next run rewrites the result (it shows the committed state),
+    same bytes as uninterrupted."""
     fitted, stack, done = updated
     out = tmp_path / "alerts.zarr"
     shutil.copytree(fitted, out)
-    real_write = _nrt_store.write_result
+    real_mark = _nrt_store._mark_result
 
-    def die_half_way(root, model, **kwargs):
-        import zarr
-
-        group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
-        group["magnitude"][...] = np.nan  # part of the result written, then killed
+    def die_after_the_commit(root, group, *args):
+        group["magnitude"][...] = np.nan
         raise SystemExit("killed")
 
-    monkeypatch.setattr(_nrt_store, "write_result", die_half_way)
+    monkeypatch.setattr(_nrt_store, "_mark_result", die_after_the_commit)
     crashed = tscube(*update_args(stack, out))
     assert crashed.exit_code != 0
-    monkeypatch.setattr(_nrt_store, "write_result", real_write)
+    monkeypatch.setattr(_nrt_store, "_mark_result", real_mark)
+    assert _nrt_store.result_generation(out) == -1 and _nrt_store.read_manifest(out)["generation"] == 1
 
     result = tscube(*update_args(stack, out))
     assert result.exit_code == 0, result.output

@@ -3,28 +3,32 @@
 A saved state (``tscube monitor --update``, :meth:`tscube.BfastMonitor.save` to ``.zarr``)
 is a Zarr store holding the BFAST Monitor result over every date so far and ``alert``,
 plus the directory ``.tscube-state`` with the state arrays of :mod:`tscube.bfast.nrt` as
-plain ``.npy`` files that an update memory-maps:
+plain ``.npy`` files:
 
 * ``static/``: what the fit fixed (coefficients, sigma, history, status, the history
   tail of the MOSUM window); never written again;
-* ``hot-0/`` and ``hot-1/``: what an update changes (counts, running sums, first break,
-  magnitude, median window, window pointer), ``hot-{g % 2}`` for generation ``g``; the
+* ``hot-0/hot.npy`` and ``hot-1/hot.npy``: what an update changes (counts, running sums,
+  first break, magnitude, median window, window pointer), one record per pixel
+  (:data:`tscube.bfast.nrt.HOT_SCALARS`), ``hot-{g % 2}`` for generation ``g``; the
   other slot holds an older generation, whose bytes the next update overwrites;
 * ``residuals.f8``: every monitoring residual, one row of float64 per date, raw;
 * ``state.json``: the committed generation, its number of residual rows and its dates.
 
-An update from generation ``g`` goes chunk by chunk of pixels (:data:`CHUNK_PIXELS`):
-the update kernel reads the chunk's part of ``hot-{g % 2}`` and
-writes its new generation into the other slot, both mapped (and the residuals of the new
-dates into rows past the committed ones); then it commits by replacing ``state.json``
-(one rename). Nothing that generation ``g`` reads is written before the commit, so a
-killed update leaves the previous state whole, and running it again redoes the same
-writes: the same bytes. Only then is the result rewritten in the Zarr store, in place
-and only where it can have changed (its attribute ``tscube_state_generation`` says which
-state it shows; :func:`repair_result` rewrites the whole result that an update was killed
-writing). The update reads the new images, the static arrays, one slot and the residual
-rows it needs (the one leaving the MOSUM window; all of a pixel's, when its median has
-walked out of its window), and writes one slot, the new rows and the result.
+An update from generation ``g`` (:func:`update_files`) goes band by band of grid rows:
+it reads the band's records of ``hot-{g % 2}`` into a buffer, where the update kernel
+updates them and computes the band's result, and writes them into the other slot (and
+the residuals of the new dates into rows past the committed ones); the band's result is
+written into the Zarr store, in place and only where it can have changed, while the next
+band is computed. Then it commits by replacing ``state.json`` (one rename). Nothing
+that generation ``g`` reads is written before the commit, so a killed update leaves the
+previous state whole, and running it again redoes the same writes: the same bytes. The
+result, written before the commit, says which state it shows in its attribute
+``tscube_state_generation`` (-1 while it is being rewritten, the new generation once
+the update has committed); :func:`repair_result` rewrites the whole result from the
+committed state when it shows another one (an update was killed). The update reads the
+new images, the static arrays, one slot and the residual rows it needs (the one leaving
+the MOSUM window; all of a pixel's, when its median has walked out of its window), and
+writes one slot, the new rows and the result.
 """
 
 from __future__ import annotations
@@ -45,19 +49,18 @@ STATE_DIR = ".tscube-state"
 MANIFEST = "state.json"
 RESIDUALS = "residuals.f8"
 #: State arrays fixed by the fit.
-STATIC = ("fitted_status", "history_begin", "n_history", "coefficients", "sigma", "tail")
-#: State arrays that an update changes (kept for two generations).
-HOT = tuple(name for name in nrt.STATE_FIELDS if name not in STATIC and name != "residuals")
+STATIC = nrt.STATIC
+#: The file of a slot: the records of what an update changes (kept for two generations).
+HOT_FILE = "hot.npy"
 #: Outputs that only the fit sets (an update leaves them as they are in the store; not
 #: ``history_start``: a time on the datetime grid, which moves by an ulp as dates come).
 FIT_OUTPUTS = ("n_history",)
 #: Zarr attribute: the state generation that the stored result shows.
 GENERATION_ATTR = "tscube_state_generation"
-#: Pixels updated at a time (their new values are held as float64).
-CHUNK_PIXELS = 1 << 20
-#: Pixels of the result computed at a time (whole rows of the grid; whole chunk rows
-#: where an array is written through zarr).
-BAND_PIXELS = 1 << 18
+#: Pixels of the result computed and updated at a time (whole rows of the grid; whole
+#: chunk rows where an array is written through zarr): an update's band of records (15
+#: MiB) stays in the cache between its read, its update and its write.
+BAND_PIXELS = 1 << 16
 #: Environment variable (tests): seconds to wait between an update's writes and its commit.
 PAUSE_ENV = "TSCUBE_TEST_NRT_PAUSE"
 
@@ -119,12 +122,14 @@ def write_state(root, get, dates, n_pixels: int, *, last_update_dates: int) -> N
     shutil.rmtree(tmp, ignore_errors=True)
     for folder in ("static", "hot-0", "hot-1"):
         (tmp / folder).mkdir(parents=True)
-    for name in STATIC + HOT:
-        array = np.ascontiguousarray(get(name), dtype=nrt.STATE_FIELDS[name])
-        # both slots of what an update changes: an update then overwrites the bytes of the
-        # other generation's files rather than allocating new ones
-        for folder in ("static",) if name in STATIC else ("hot-0", "hot-1"):
-            np.save(tmp / folder / f"{name}.npy", array)
+    for name in STATIC:
+        np.save(tmp / "static" / f"{name}.npy", np.ascontiguousarray(get(name), dtype=nrt.STATE_FIELDS[name]))
+    # both slots of what an update changes: an update then overwrites the bytes of the
+    # other generation's file rather than allocating new ones
+    hot = nrt.hot_record(get, n_pixels, np.lib.format.open_memmap(tmp / "hot-0" / HOT_FILE, mode="w+",
+                                                                 dtype=np.float64, shape=(n_pixels, nrt.HOT_WIDTH)))
+    np.save(tmp / "hot-1" / HOT_FILE, hot)
+    del hot
     residuals = np.ascontiguousarray(get("residuals"), dtype=np.float64)
     residuals.tofile(tmp / RESIDUALS)
     _write_json_atomic(tmp / MANIFEST, {"version": nrt.STATE_VERSION, "generation": 0, "pixels": int(n_pixels),
@@ -141,8 +146,7 @@ def load_state(root, *, mmap_mode=None) -> tuple[dict, np.ndarray, int]:
     manifest = read_manifest(root)
     generation = int(manifest["generation"])
     state = {name: np.load(directory / "static" / f"{name}.npy", mmap_mode=mmap_mode) for name in STATIC}
-    hot = _hot_dir(directory, generation)
-    state.update({name: np.load(hot / f"{name}.npy", mmap_mode=mmap_mode) for name in HOT})
+    state = nrt.with_hot(state, np.load(_hot_dir(directory, generation) / HOT_FILE, mmap_mode=mmap_mode))
     shape = (int(manifest["rows"]), int(manifest["pixels"]))
     if mmap_mode is None:
         state["residuals"] = np.fromfile(directory / RESIDUALS, dtype=np.float64,
@@ -175,55 +179,36 @@ def _slot_file(path: Path, like: np.ndarray) -> None:
         os.close(fd)
 
 
-def update_state_files(root, model: dict, values: np.ndarray, new_dates) -> int:
-    """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
-    ``root`` and commit; returns the new generation (the result is not written yet).
+class _Records:
+    """The records of a slot's ``.npy`` file, read and written by rows at their offsets."""
 
-    Chunk by chunk of :data:`CHUNK_PIXELS` pixels (what bounds the memory of the new
-    values as float64): the update kernel reads the chunk's changing state from the
-    committed slot and writes its new generation into the other slot, both mapped (the new
-    residuals go to rows past the committed ones)."""
-    directory = state_dir(root)
-    manifest = read_manifest(root)
-    generation = int(manifest["generation"])
-    dates = _dates_from_json(manifest["dates"])
-    all_dates = nrt._join_dates(dates, new_dates)  # refuses dates that are not later
-    rows, n_pixels = int(manifest["rows"]), int(manifest["pixels"])
-    if values.shape[1] != n_pixels:
-        raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
-    n_new = len(all_dates) - len(dates)
+    def __init__(self, path: Path, mode: str, n_pixels: int):
+        mapped = np.load(path, mmap_mode="r")
+        if mapped.shape != (n_pixels, nrt.HOT_WIDTH) or mapped.dtype != np.float64 or not mapped.flags.c_contiguous:
+            raise ValueError(f"{path} does not hold {n_pixels} records of this tscube's state")
+        self.path, self.mode, self.offset = path, mode, mapped.offset
 
-    # copy-on-write maps: typed as the in-memory state's arrays (one compiled kernel), and
-    # nothing written to them could reach the files
-    static = {name: np.asarray(np.load(directory / "static" / f"{name}.npy", mmap_mode="c")) for name in STATIC}
-    current, following = _hot_dir(directory, generation), _hot_dir(directory, generation + 1)
-    # the committed generation, read in place by the kernel (copy-on-write maps, as the fit)
-    committed = {name: np.asarray(np.load(current / f"{name}.npy", mmap_mode="c")) for name in HOT}
-    following.mkdir(exist_ok=True)
-    for name in HOT:
-        _slot_file(following / f"{name}.npy", committed[name])
-    # the other slot, written in place by the kernel (the pages of an older generation:
-    # no new memory, no copy)
-    written = {name: np.asarray(np.load(following / f"{name}.npy", mmap_mode="r+")) for name in HOT}
-    path = directory / RESIDUALS
-    total = rows + n_new
-    with open(path, "r+b") as handle:  # the committed rows stay; later ones are this update's, NaN
-        handle.seek(rows * n_pixels * 8)
-        handle.write(memoryview(np.full(n_new * n_pixels, np.nan)).cast("B"))
-        if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
-            handle.truncate()
-    state = dict(static, **written, residuals=_residual_rows(path, (total, n_pixels), "r+"))
-    for p0 in range(0, n_pixels, CHUNK_PIXELS):
-        nrt.monitor_new_dates(state, model, dates, values[:, p0:p0 + CHUNK_PIXELS], new_dates, pixel0=p0,
-                              previous=committed)
-    del state, written  # the maps closed (their pages written back by the system)
-    if os.environ.get(PAUSE_ENV):  # tests kill the update here
-        import time
+    def __enter__(self):
+        self.handle = open(self.path, self.mode)
+        return self
 
-        time.sleep(float(os.environ[PAUSE_ENV]))
-    _write_json_atomic(directory / MANIFEST, dict(manifest, generation=generation + 1, rows=total,
-                                                  dates=_dates_json(all_dates), last_update_dates=n_new))
-    return generation + 1
+    def __exit__(self, *exc):
+        self.handle.close()
+
+    def read(self, rows: np.ndarray, first: int) -> None:
+        view = memoryview(rows).cast("B")
+        done, at = 0, self.offset + first * rows.strides[0]
+        while done < len(view):
+            got = os.preadv(self.handle.fileno(), [view[done:]], at + done)
+            if got <= 0:
+                raise OSError(f"{self.path} is shorter than its header says")
+            done += got
+
+    def write(self, rows: np.ndarray, first: int) -> None:
+        view = memoryview(rows).cast("B")
+        done, at = 0, self.offset + first * rows.strides[0]
+        while done < len(view):
+            done += os.pwrite(self.handle.fileno(), view[done:], at + done)
 
 
 class _ChunkFiles:
@@ -303,104 +288,208 @@ class _ChunkFiles:
             os.close(fd)
 
 
-def write_result(root, model: dict, *, since: int | None = None) -> dict:
-    """Rewrite the result and ``alert`` in the Zarr store ``root`` from its committed state,
-    in bands of rows (:data:`BAND_PIXELS`) computed on every core, in place into the chunk
-    files where they are raw bytes (:class:`_ChunkFiles`), then its attributes (the
-    generation shown last); returns the status counts, breaks and alerts (the run
-    summary's).
+def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int, dict]:
+    """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
+    ``root``, rewrite its result and commit; returns the new generation and the result's
+    summary (:attr:`_ResultBands.summary`).
 
-    ``since``: the generation that the stored result shows, when the caller knows it (an
-    update, after its commit). If it is the one before the committed one, whose slot
-    still holds it, only the chunks of the outputs that can differ are written: the
+    Band by band of grid rows (:data:`BAND_PIXELS`, what also bounds the memory of the new
+    values as float64): the band's records are read from the committed slot into a buffer,
+    updated by the kernel, which also computes the band's result, and written to the other
+    slot; the new residuals go to rows past the committed ones; the result is written in
+    place while the next band is computed, only the outputs that can have changed: the
     status, ``sigma`` and ``rmse`` where a pixel's first valid or first monitoring value
-    came, the break where it changed, ``n_inf`` where it grew, the times of the breaks and
-    history starts only if the dates' grid moved; the others wherever."""
+    came, the break where it changed, ``n_inf`` where it grew, the times of the breaks
+    and history starts only if the dates' grid moved; the others wherever. The result is
+    written before the commit, under the attribute ``tscube_state_generation = -1``: a
+    kill leaves a result that :func:`repair_result` rewrites from the committed state."""
     import zarr
 
     from ..runs import _quiet_zarr
     from ..timeaxis import build_time_axis
-    from .result import BfastStatus
+
+    directory = state_dir(root)
+    manifest = read_manifest(root)
+    generation = int(manifest["generation"])
+    dates = _dates_from_json(manifest["dates"])
+    all_dates = nrt._join_dates(dates, new_dates)  # refuses dates that are not later
+    rows, n_pixels = int(manifest["rows"]), int(manifest["pixels"])
+    if values.shape[1] != n_pixels:
+        raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
+    n_new = len(all_dates) - len(dates)
+    shown = result_generation(root)
+
+    # copy-on-write maps: typed as the in-memory state's arrays (one compiled kernel), and
+    # nothing written to them could reach the files
+    static = {name: np.asarray(np.load(directory / "static" / f"{name}.npy", mmap_mode="c")) for name in STATIC}
+    current, following = _hot_dir(directory, generation), _hot_dir(directory, generation + 1)
+    following.mkdir(exist_ok=True)
+    _slot_file(following / HOT_FILE, np.load(current / HOT_FILE, mmap_mode="r"))
+    path = directory / RESIDUALS
+    total = rows + n_new
+    with open(path, "r+b") as handle:  # the committed rows stay; later ones are this update's, NaN
+        handle.seek(rows * n_pixels * 8)
+        handle.write(memoryview(np.full(n_new * n_pixels, np.nan)).cast("B"))
+        if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
+            handle.truncate()
+    state = dict(static, residuals=_residual_rows(path, (total, n_pixels), "r+"))
+    axis = build_time_axis(all_dates, model["freq"])
+    new = np.arange(len(dates), len(all_dates))
+    X = nrt._design_rows(axis, new, model)
+    grid_moved = not np.array_equal(build_time_axis(dates, model["freq"]).time, axis.time[:len(dates)])
+    with _quiet_zarr():
+        group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
+        group.attrs.update({GENERATION_ATTR: -1})  # being rewritten
+        with _ResultBands(group) as result, _Records(current / HOT_FILE, "rb", n_pixels) as source, \
+                _Records(following / HOT_FILE, "r+b", n_pixels) as target:
+            # the records go through a buffer, read from the committed slot and written to
+            # the other (files: writing a map faults on every page, ~30 ns per pixel)
+            record = np.empty((result.lanes, nrt.HOT_WIDTH))
+            for band, pixels, outputs in result.bands():
+                Y, _, is_inf = nrt._as_lanes(values[:, pixels], model["nodata"])
+                inf_added = is_inf.sum(axis=0, dtype=np.int32) if is_inf.any() else nrt._NO_INF
+                part = record[:pixels.stop - pixels.start]
+                source.read(part, pixels.start)
+                nrt._advance_state(nrt.with_hot(state, part), Y, new, X, model, pixel0=pixels.start, count_valid=True,
+                                   inf_added=inf_added, result=(axis.time, len(dates), outputs))
+                target.write(part, pixels.start)
+                result.put(band, outputs, None if shown != generation else _where(outputs["changes"], grid_moved))
+        del state  # the maps closed (their pages written back by the system)
+        if os.environ.get(PAUSE_ENV):  # tests kill the update here
+            import time
+
+            time.sleep(float(os.environ[PAUSE_ENV]))
+        _write_json_atomic(directory / MANIFEST, dict(manifest, generation=generation + 1, rows=total,
+                                                      dates=_dates_json(all_dates), last_update_dates=n_new))
+        summary = result.summary
+        _mark_result(root, group, all_dates, summary, generation + 1)
+    return generation + 1, summary
+
+
+def _where(changes: np.ndarray, grid_moved: bool) -> dict[str, np.ndarray]:
+    """Where each output can differ from the result before an update, from the bits of
+    ``changes`` (absent: anywhere)."""
+    status = (changes & nrt.CHANGED_STATUS) != 0
+    broke = (changes & (nrt.CHANGED_STATUS | nrt.CHANGED_BREAK)) != 0
+    where = {"status": status, "sigma": status, "rmse": status, "break_index": broke,
+             "n_inf": (changes & nrt.CHANGED_INF) != 0}
+    if not grid_moved:
+        where.update(break_time=broke, history_start=np.zeros_like(status))
+    return where
+
+
+def _mark_result(root, group, dates, summary: dict, generation: int) -> None:
+    """The result's attributes once it shows the state ``generation`` (that one last)."""
+    import zarr
+
+    group.attrs.update({"tscube_last_date": str(dates[-1]), "pixels_processed": summary["pixels"],
+                        "status_counts": ", ".join(f"{k}: {v}" for k, v in summary["status_counts"].items()),
+                        "breaks_found": summary["breaks"]})
+    group.attrs.update({GENERATION_ATTR: int(generation)})
+    zarr.consolidate_metadata(str(root))
+
+
+class _ResultBands:
+    """The result and ``alert`` of a saved state's Zarr store (the open ``group``), written
+    band by band of grid rows (:data:`BAND_PIXELS`): in place into the chunk files where
+    they are raw bytes (:class:`_ChunkFiles`), else through zarr in whole chunk rows; by
+    threads while the next band is computed. Counts the statuses, breaks and alerts."""
+
+    def __init__(self, group):
+        self.grid = tuple(group["status"].shape)
+        self.row_pixels = int(np.prod(self.grid[1:], dtype=np.int64))
+        self.names = [name for name in (*nrt.OUTPUT_DTYPES, "alert") if name not in FIT_OUTPUTS]
+        self.arrays = {name: group[name] for name in self.names}
+        self.in_place = {name: _ChunkFiles.of(array) for name, array in self.arrays.items()}
+        height = math.lcm(*(array.chunks[0] for name, array in self.arrays.items() if self.in_place[name] is None))
+        self.band_rows = height * max(1, BAND_PIXELS // max(self.row_pixels * height, 1))
+        self.lanes = min(self.band_rows, self.grid[0]) * self.row_pixels
+        # two sets of output buffers, a band's reused two bands later once written: no new
+        # memory per band (whose first touch costs more than the band's result)
+        self.buffers = [nrt.result_buffers(self.lanes) for _ in range(2)]
+        self.codes = np.zeros(256, dtype=np.int64)  # status counts, by the code's byte
+        self.breaks = self.alerts = 0
+        self.writes: list[list] = []
+
+    def __enter__(self):
+        self.pool = ThreadPoolExecutor(max_workers=4)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            for write in (write for band_writes in self.writes for write in band_writes):
+                write.result()
+        finally:
+            self.pool.shutdown()
+
+    def bands(self):
+        """``(band, pixels, outputs)`` for each band: its grid rows, its flat pixels and the
+        buffers its result goes to (:func:`tscube.bfast.nrt.result_buffers`)."""
+        for i, first_row in enumerate(range(0, self.grid[0], self.band_rows)):
+            band = slice(first_row, min(self.grid[0], first_row + self.band_rows))
+            pixels = slice(band.start * self.row_pixels, band.stop * self.row_pixels)
+            if i >= 2:  # the buffers of band i - 2, once written
+                for write in self.writes[i - 2]:
+                    write.result()
+            buffers = self.buffers[i % 2]
+            yield band, pixels, {name: buffer[:pixels.stop - pixels.start] for name, buffer in buffers.items()}
+
+    def put(self, band: slice, outputs: dict, where: dict | None) -> None:
+        """Write a band's result (``where``: as :func:`_where`, or None for everywhere)."""
+        where = where or {}
+        self.writes.append([self.pool.submit(self._put, name, outputs[name], band, where.get(name))
+                            for name in self.names])
+        self.codes += np.bincount(outputs["status"].view(np.uint8), minlength=256)
+        self.breaks += int(np.count_nonzero(outputs["break_index"] >= 0))
+        self.alerts += int(np.count_nonzero(outputs["alert"]))
+
+    def _put(self, name, values, band, where):
+        shape = (band.stop - band.start,) + self.grid[1:]
+        where = None if where is None else where.reshape(shape)
+        if self.in_place[name] is not None:
+            self.in_place[name].write_rows(values.reshape(shape), band, where)
+        elif where is None or where.any():
+            self.arrays[name][band] = values.reshape(shape).astype(self.arrays[name].dtype, copy=False)
+
+    @property
+    def summary(self) -> dict:
+        """The status counts, breaks, alerts and pixels of the bands put (all written)."""
+        from .result import BfastStatus
+
+        for write in (write for band_writes in self.writes for write in band_writes):
+            write.result()
+        counts = {int(np.uint8(code).view(np.int8)): int(self.codes[code]) for code in np.flatnonzero(self.codes)}
+        return {"status_counts": {BfastStatus(code).name: n for code, n in sorted(counts.items())},
+                "breaks": self.breaks, "alerts": self.alerts, "pixels": int(np.prod(self.grid))}
+
+
+def write_result(root, model: dict) -> dict:
+    """Rewrite the whole result and ``alert`` in the Zarr store ``root`` from its committed
+    state, in bands of rows (:class:`_ResultBands`) computed on every core, then its
+    attributes (the generation shown last); returns the summary of
+    :attr:`_ResultBands.summary`. An update writes its result as it goes
+    (:func:`update_files`); this is for a result that shows another state
+    (:func:`repair_result`)."""
+    import zarr
+
+    from ..runs import _quiet_zarr
+    from ..timeaxis import build_time_axis
 
     manifest = read_manifest(root)
     state, dates, generation = load_state(root, mmap_mode="r")
     n_old = len(dates) - int(manifest["last_update_dates"])
+    time = build_time_axis(dates, model["freq"]).time
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
-        grid = tuple(group["status"].shape)
-        row_pixels = int(np.prod(grid[1:], dtype=np.int64))
-        names = [name for name in (*nrt.OUTPUT_DTYPES, "alert") if name not in FIT_OUTPUTS]
-        arrays = {name: group[name] for name in names}
-        in_place = {name: _ChunkFiles.of(array) for name, array in arrays.items()}
-        previous, grid_moved = None, True
-        if since is not None and since == generation - 1 and group.attrs.get(GENERATION_ATTR) == since:
-            slot = _hot_dir(state_dir(root), since)
-            previous = {name: np.load(slot / f"{name}.npy", mmap_mode="r")
-                        for name in ("n_valid", "n_monitor", "n_inf", "break_index")}
-            time = build_time_axis(dates, model["freq"]).time
-            grid_moved = not np.array_equal(build_time_axis(dates[:n_old], model["freq"]).time, time[:n_old])
-        # bands of rows, each band's result computed on every core (numba), then written by
-        # threads while the next band is computed; through zarr (not raw chunk files), of
-        # whole chunk rows, as zarr rewrites a whole chunk
-        height = math.lcm(*(array.chunks[0] for name, array in arrays.items() if in_place[name] is None))
-        band_rows = height * max(1, BAND_PIXELS // max(row_pixels * height, 1))
-
-        def put(name, values, band, where):
-            shape = (band.stop - band.start,) + grid[1:]
-            where = None if where is None else where.reshape(shape)
-            if in_place[name] is not None:
-                in_place[name].write_rows(values.reshape(shape), band, where)
-            elif where is None or where.any():
-                arrays[name][band] = values.reshape(shape).astype(arrays[name].dtype, copy=False)
-
-        def changed(part, pixels) -> dict:
-            """Where each output can differ from the stored one (absent: anywhere)."""
-            if previous is None:
-                return {}
-            old = {name: array[pixels] for name, array in previous.items()}
-            status = ((old["n_valid"] == 0) != (part["n_valid"] == 0)) | \
-                     ((old["n_monitor"] == 0) != (part["n_monitor"] == 0))
-            broke = status | (old["break_index"] != part["break_index"])
-            where = {"status": status, "sigma": status, "rmse": status, "break_index": broke,
-                     "n_inf": old["n_inf"] != part["n_inf"]}
-            if not grid_moved:
-                where.update(break_time=broke, history_start=np.zeros_like(status))
-            return where
-
-        counts: dict[int, int] = {}
-        breaks = alerts = 0
-        # two sets of output buffers, a band's reused two bands later once written: no new
-        # memory per band (whose first touch costs more than the band's result)
-        lanes = band_rows * row_pixels
-        buffers = [{name: np.empty(lanes, dtype=dtype) for name, dtype in (*nrt.OUTPUT_DTYPES.items(), ("alert", bool))}
-                   for _ in range(2)]
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            writes: list[list] = []
-            for i, first_row in enumerate(range(0, grid[0], band_rows)):
-                band = slice(first_row, min(grid[0], first_row + band_rows))
-                pixels = slice(band.start * row_pixels, band.stop * row_pixels)
-                part = {name: array[..., pixels] for name, array in state.items() if name != "residuals"}
-                if i >= 2:
-                    for write in writes[i - 2]:
-                        write.result()
-                outputs = {name: buffer[:pixels.stop - pixels.start] for name, buffer in buffers[i % 2].items()}
-                nrt.state_result(part, model, dates, out=outputs)
+        with _ResultBands(group) as result:
+            for band, pixels, outputs in result.bands():
+                part = nrt.state_part(state, pixels)
+                nrt.state_result(part, model, dates, out=outputs, time=time)
                 np.greater_equal(part["break_index"], n_old, out=outputs["alert"])
-                where = changed(part, pixels)
-                writes.append([pool.submit(put, name, outputs[name], band, where.get(name)) for name in names])
-                for code, n in zip(*np.unique(outputs["status"], return_counts=True)):
-                    counts[int(code)] = counts.get(int(code), 0) + int(n)
-                breaks += int(np.count_nonzero(outputs["break_index"] >= 0))
-                alerts += int(np.count_nonzero(outputs["alert"]))
-            for write in (write for band_writes in writes for write in band_writes):
-                write.result()
-        status_counts = {BfastStatus(code).name: n for code, n in sorted(counts.items())}
-        group.attrs.update({"tscube_last_date": str(dates[-1]), "pixels_processed": int(np.prod(grid)),
-                            "status_counts": ", ".join(f"{k}: {v}" for k, v in status_counts.items()),
-                            "breaks_found": breaks})
-        group.attrs.update({GENERATION_ATTR: int(generation)})
-        zarr.consolidate_metadata(str(root))
-    return {"status_counts": status_counts, "breaks": breaks, "alerts": alerts}
+                result.put(band, outputs, None)
+        summary = result.summary
+        _mark_result(root, group, dates, summary, generation)
+    return summary
 
 
 def result_generation(root) -> int | None:

@@ -7,7 +7,7 @@ the pixel chunks of a cube; :func:`run_nrt` runs it into a Zarr store:
   resumable like any run), then its state arrays move to the store's state directory
   (:func:`tscube.bfast._nrt_store.adopt_dataset_state`);
 * a complete store: only the input's dates after its last date are monitored, in place
-  (:func:`tscube.bfast._nrt_store.update_state_files`, then the result is rewritten): one
+  (:func:`tscube.bfast._nrt_store.update_files`, which also rewrites the result): one
   new image costs O(1) per pixel, and a killed update leaves the previous state whole
   and is finished, with the same bytes, by the same command.
 """
@@ -190,8 +190,7 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | N
             raise ValueError(f"the input's grid {tuple(new_da.sizes[d] for d in pixel_dims)} is not the state's {grid}")
         _check_same_georeference(new_da, output, pixel_dims)
         values = np.asarray(new_da.transpose("time", *pixel_dims).values).reshape(len(positions), -1)
-        generation = store.update_state_files(output, model, values, input_dates[positions])
-        counts = store.write_result(output, model, since=generation - 1)
+        _, counts = store.update_files(output, model, values, input_dates[positions])
         return RunSummary(pixels=int(np.prod(grid, dtype=np.int64)), status_counts=counts["status_counts"],
                           breaks=counts["breaks"], seconds=time.perf_counter() - began, chunks=1, chunks_computed=1,
                           sessions=1, output=str(output))

@@ -69,7 +69,7 @@ from .plan import PERFECT_FIT_RTOL, invalid_mask
 from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus, empty_outputs
 
 #: Version of the state layout (saved with the state; another version is not loaded).
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 #: Residuals kept around the median of every pixel (the rows of ``median_window``).
 MEDIAN_WINDOW = 16  # >= 2: both middle ranks of an even count
@@ -102,6 +102,32 @@ STATE_FIELDS = {
     "residuals": np.float64,
 }
 
+#: What an update changes, kept as one record per pixel (a ``(P, HOT_WIDTH)`` float64
+#: array, the state's ``"hot"``; integers are exact in float64): an update then reads and
+#: writes every pixel's row as one stream, where ~30 arrays read and written at once left
+#: it bound by the memory system's juggling of streams (2.1x slower on the 2-core VM).
+#: The state's arrays of these names are views of its columns.
+HOT_SCALARS = ("n_monitor", "n_valid", "n_inf", "leaving", "window_sum", "residual_sum", "fitted_sum", "process_sum",
+               "statistic", "break_index", "magnitude", "median_count", "median_below", "median_above")
+(_N_MONITOR, _N_VALID, _N_INF, _LEAVING, _WINDOW_SUM, _RESIDUAL_SUM, _FITTED_SUM, _PROCESS_SUM, _STATISTIC,
+ _BREAK_INDEX, _MAGNITUDE, _MEDIAN_COUNT, _MEDIAN_BELOW, _MEDIAN_ABOVE) = range(len(HOT_SCALARS))
+#: First column of the median window in the record (``MEDIAN_WINDOW`` columns).
+_WINDOW = len(HOT_SCALARS)
+HOT_WIDTH = _WINDOW + MEDIAN_WINDOW
+#: The state's names kept in the record.
+HOT = HOT_SCALARS + ("median_window",)
+#: The state's arrays that the fit sets and updates only read.
+STATIC = tuple(name for name in STATE_FIELDS if name not in HOT and name != "residuals")
+#: ``inf_added`` of :func:`_advance` when no infinite value came.
+_NO_INF = np.zeros(0, dtype=np.int32)
+#: The arrays a result is computed into by lane (:func:`_result_lane`; ``_advance``'s
+#: ``out``): the outputs of ``bfast_monitor`` but ``n_history`` (which the fit sets), then
+#: ``alert`` and ``changes`` (bits: what can differ from the result before an update).
+RESULT_OUTPUTS = ("status", "break_index", "break_time", "history_start", "sigma", "magnitude", "statistic",
+                  "mosum_mean", "rmse", "relative_magnitude", "n_valid", "n_monitor", "n_inf", "alert", "changes")
+#: Bits of ``changes``: the status (and with it sigma and rmse), the break, ``n_inf``.
+CHANGED_STATUS, CHANGED_BREAK, CHANGED_INF = 1, 2, 4
+
 #: Statuses whose history is fitted (the others never get a model, whatever comes later).
 _FITTED = tuple(MONITORED) + (BfastStatus.PERFECT_FIT,)
 _MONITORED_CODES = np.array([int(s) for s in MONITORED], dtype=np.int8)
@@ -133,13 +159,12 @@ def _residual(y, X, t, coef):
 
 
 @njit(parallel=True, cache=True)
-def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tail, window_sum, residual_sum,
-                 singular, perfect):
+def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tail, hot, singular, perfect):
     """History OLS of every lane with ``fit[p]``: valid rows ``first[p] <= t < stop`` of
     ``Y`` (NaN = missing). Writes the coefficients, sigma, the last ``floor(h n)``
-    residuals in date order (``tail``) and their sum, the residual sum; flags singular fits
-    (also a history missing a season level, as the engines: ``levels``, ``all_levels``)
-    and exact fits."""
+    residuals in date order (``tail``) and their sum, the residual sum (into the record
+    ``hot``); flags singular fits (also a history missing a season level, as the engines:
+    ``levels``, ``all_levels``) and exact fits."""
     P = Y.shape[1]
     k = X.shape[1]
     for p in prange(P):
@@ -182,31 +207,31 @@ def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tai
         for a in range(k):
             beta[a, p] = coef[a]
         sigma[p] = s
-        window_sum[p] = wsum
-        residual_sum[p] = total
+        hot[p, _WINDOW_SUM] = wsum
+        hot[p, _RESIDUAL_SUM] = total
         perfect[p] = s <= PERFECT_FIT_RTOL * ymax
 
 
 @njit(cache=True)
-def _window_insert(v, window, p, count, below, above):
-    """Insert the residual ``v`` into the sorted median window of lane ``p`` (``count``
-    filled slots, ``below``/``above`` residuals outside it); returns the new
-    ``(count, below, above)``. The window keeps consecutive ranks: a value beyond an end
-    with residuals outside it only counts; a full window drops the end farther from the
-    middle ranks."""
-    if count > 0 and v < window[0, p] and below > 0:
+def _window_insert(v, hot, q, count, below, above, size):
+    """Insert the residual ``v`` into the sorted median window of pixel ``q`` (``size``
+    columns of the record ``hot[q]`` from :data:`_WINDOW`, ``count`` filled,
+    ``below``/``above`` residuals outside it); returns the new ``(count, below, above)``.
+    The window keeps consecutive ranks: a value beyond an end with residuals outside it
+    only counts; a full window drops the end farther from the middle ranks."""
+    if count > 0 and v < hot[q, _WINDOW] and below > 0:
         return count, below + 1, above
-    if count > 0 and v > window[count - 1, p] and above > 0:
+    if count > 0 and v > hot[q, _WINDOW + count - 1] and above > 0:
         return count, below, above + 1
-    largest = window[count - 1, p] if count > 0 else v
+    largest = hot[q, _WINDOW + count - 1] if count > 0 else v
     i = count
-    while i > 0 and window[i - 1, p] > v:
-        if i < window.shape[0]:
-            window[i, p] = window[i - 1, p]
+    while i > 0 and hot[q, _WINDOW + i - 1] > v:
+        if i < size:
+            hot[q, _WINDOW + i] = hot[q, _WINDOW + i - 1]
         i -= 1
-    if i < window.shape[0]:
-        window[i, p] = v
-    if count < window.shape[0]:
+    if i < size:
+        hot[q, _WINDOW + i] = v
+    if count < size:
         return count + 1, below, above
     # ``count + 1`` values of ranks below .. below + count, the last one not stored if it
     # was the largest: drop an end
@@ -216,8 +241,8 @@ def _window_insert(v, window, p, count, below, above):
     if room_low > room_high:  # drop the lowest (the window is shifted down by one)
         top = v if i == count else largest
         for u in range(count - 1):
-            window[u, p] = window[u + 1, p]
-        window[count - 1, p] = top
+            hot[q, _WINDOW + u] = hot[q, _WINDOW + u + 1]
+        hot[q, _WINDOW + count - 1] = top
         return count, below + 1, above
     return count, below, above + 1  # the largest (v, or the last slot's old value) is out
 
@@ -231,9 +256,10 @@ def _holds_median(count, below, above):
 
 
 @njit(cache=True)
-def _rebuild_window(window, p, n, residuals, column):
-    """Refill the median window of lane ``p`` from its ``n`` residuals (the non-NaN values
-    of ``residuals[:, column]``), centred on their middle ranks; returns ``(count, below, above)``."""
+def _rebuild_window(hot, q, n, residuals, column, size):
+    """Refill the median window of pixel ``q`` (``size`` columns of the record ``hot[q]``)
+    from its ``n`` residuals (the non-NaN values of ``residuals[:, column]``), centred on
+    their middle ranks; returns ``(count, below, above)``."""
     values = np.empty(n)
     m = 0
     for t in range(residuals.shape[0]):
@@ -242,127 +268,210 @@ def _rebuild_window(window, p, n, residuals, column):
             values[m] = r
             m += 1
     values = np.sort(values[:m])
-    size = window.shape[0]
     count = min(size, m)
     below = min(max((m - 1) // 2 - (size - 1) // 2, 0), m - count)
     for u in range(count):
-        window[u, p] = values[below + u]
+        hot[q, _WINDOW + u] = values[below + u]
     return count, below, m - below - count
 
 
 @njit(cache=True)
-def _window_median(window, p, count, below, above):
-    """The median of all residuals of lane ``p`` from a window that holds the middle ranks
-    (as :func:`tscube.bfast._cpu._median`: the middle value, or ``0.5 (a + b)``); NaN
-    without residuals."""
+def _window_median(hot, q, count, below, above):
+    """The median of all residuals of pixel ``q`` from a window that holds the middle
+    ranks (as :func:`tscube.bfast._cpu._median`: the middle value, or ``0.5 (a + b)``);
+    NaN without residuals."""
     n = below + count + above
     if n == 0:
         return np.nan
     lower = (n - 1) // 2 - below
     upper = n // 2 - below
     if lower == upper:
-        return window[lower, p]
-    return 0.5 * (window[lower, p] + window[upper, p])
+        return hot[q, _WINDOW + lower]
+    return 0.5 * (hot[q, _WINDOW + lower] + hot[q, _WINDOW + upper])
 
 
 @njit(parallel=True, cache=True)
-def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h, critval, cusum, tail,
-             residuals, previous, n_monitor, leaving, window_sum, residual_sum, fitted_sum, process_sum, statistic,
-             break_index, median_window, median_count, median_below, median_above, magnitude):
+def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h, critval,
+             cusum, tail, residuals, count_valid, inf_added, previous, hot, time, alert_from, out):
     """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
     design rows ``X``, residual rows from ``offset``): residuals, the MOSUM window, the
     process (OLS-MOSUM, or OLS-CUSUM if ``cusum``) and its running statistics, the first
     boundary crossing, the median window and the magnitude. Fitted lanes get residuals
     and a magnitude, monitored ones (fitted, sigma > 0) the process: the kinds of each
     ``fitted_status`` in ``codes`` (:data:`_CODE_KINDS`). Counts the valid new values of
-    every lane in ``n_monitor``. O(1) per lane and date, but for a rebuilt median window.
+    every lane in ``n_monitor`` (and in ``n_valid`` if ``count_valid``; ``inf_added``:
+    the infinite ones, per lane, or empty for none). O(1) per lane and date, but for a
+    rebuilt median window.
 
-    Lane ``p`` (column ``p`` of ``Y``) is column ``q = pixel0 + p`` of every other array:
-    the fit's (``fitted_status``, ``beta``, ``sigma``, ``n_history``, ``tail``), the
-    residual rows, the arrays from ``n_monitor`` on, which it writes, and those of
-    ``previous`` (the same arrays in their order, read only: the state before, which is
-    them when updated in place, or a saved generation)."""
-    (n_monitor_0, leaving_0, window_sum_0, residual_sum_0, fitted_sum_0, process_sum_0, statistic_0, break_index_0,
-     median_window_0, median_count_0, median_below_0, median_above_0, magnitude_0) = previous
+    Lane ``p`` (column ``p`` of ``Y``) is row ``p`` of the records (:data:`HOT_SCALARS`):
+    ``previous[p]``, the state before, read only (``hot`` itself when updated in place,
+    or a saved generation's), and ``hot[p]``, written; and pixel ``q = pixel0 + p`` of the
+    fit's arrays (``fitted_status``, ``beta``, ``sigma``, ``n_history``,
+    ``history_begin``, ``tail``) and of the residual rows.
+
+    ``out``: the arrays of :data:`RESULT_OUTPUTS` over the lanes, where the result of each
+    lane goes as it is updated (on the time axis ``time``: ``alert`` where its break index
+    is ``alert_from`` or later; ``changes``, :data:`CHANGED_STATUS` ... bits of what differs
+    from the result before), or arrays of size 0 for no result."""
     P = Y.shape[1]
     T = Y.shape[0]
+    k = beta.shape[0]
+    with_result = out[0].size > 0
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
+    # the residual leaving the MOSUM window with each lane's first new value, and the row of
+    # the one after it: loads scattered over the residual rows, in a loop of their own
+    leaving_value = np.empty(P)
+    leaving_next = np.full(P, -1, dtype=np.int64)
     for p in prange(P):
         q = pixel0 + p
-        for u in range(median_window.shape[0]):
-            median_window[u, q] = median_window_0[u, q]
-        count = n_monitor_0[q]
-        wsum = window_sum_0[q]
-        rsum = residual_sum_0[q]
-        predicted = fitted_sum_0[q]
-        total = process_sum_0[q]
-        biggest = statistic_0[q]
-        first = break_index_0[q]
-        oldest = leaving_0[q]
-        filled, below, above = median_count_0[q], median_below_0[q], median_above_0[q]
-        median = magnitude_0[q]
+        m = np.int64(previous[p, _N_MONITOR])
+        w = int(math.floor(h * n_history[q]))
+        if not codes[1, fitted_status[q]] or w == 0 or m < w:
+            continue
+        oldest = np.int64(previous[p, _LEAVING])
+        leaving_value[p] = residuals[oldest, q]
+        oldest += 1
+        while oldest < offset and math.isnan(residuals[oldest, q]):  # none after the old rows: the new value's
+            oldest += 1
+        leaving_next[p] = oldest
+    for p in prange(P):
+        q = pixel0 + p
+        for u in range(HOT_WIDTH):
+            hot[p, u] = previous[p, u]
+        count = np.int64(hot[p, _N_MONITOR])
+        n_valid = np.int64(hot[p, _N_VALID])
+        n_inf = np.int64(hot[p, _N_INF])
+        old = (count, n_valid, n_inf, np.int64(hot[p, _BREAK_INDEX]))
+        wsum = hot[p, _WINDOW_SUM]
+        rsum = hot[p, _RESIDUAL_SUM]
+        predicted = hot[p, _FITTED_SUM]
+        total = hot[p, _PROCESS_SUM]
+        biggest = hot[p, _STATISTIC]
+        first = old[3]
+        oldest = np.int64(hot[p, _LEAVING])
+        filled = np.int64(hot[p, _MEDIAN_COUNT])
+        below = np.int64(hot[p, _MEDIAN_BELOW])
+        above = np.int64(hot[p, _MEDIAN_ABOVE])
+        median = hot[p, _MAGNITUDE]
+        if count_valid:
+            for i in range(T):
+                n_valid += not math.isnan(Y[i, p])
+        if inf_added.size:
+            n_inf += inf_added[p]
         kind = fitted_status[q]
         monitored = codes[1, kind]
+        n = n_history[q]
         if not codes[0, kind]:
             for i in range(T):
                 count += not math.isnan(Y[i, p])
-            T_lane = 0
         else:
-            T_lane = T
-        n = n_history[q]
-        w = int(math.floor(h * n))
-        scale = 1.0 / (sigma[q] * math.sqrt(n)) if monitored else 0.0
-        for i in range(T_lane):
-            y = Y[i, p]
-            if math.isnan(y):
-                continue
-            r = y
-            for a in range(X.shape[1]):  # as _residual, from the lane's coefficients in place
-                r -= X[i, a] * beta[a, q]
-            row = offset + i
-            residuals[row, q] = r
-            predicted += y - r
-            rsum += r
-            filled, below, above = _window_insert(r, median_window, q, filled, below, above)
-            m = count  # r is the m-th monitoring residual (0-based), n + m from the history start
-            count += 1
-            if m == 0:
-                oldest = row
-            if not monitored:
-                continue
-            if m < w:  # the residual leaving the window: a history one ...
-                out = tail[m, q]
-            elif w == 0:
-                out = r
-            else:  # ... or the monitoring residual m - w, whose row is ``oldest``
-                out = residuals[oldest, q]
-                oldest += 1
-                while math.isnan(residuals[oldest, q]):
+            w = int(math.floor(h * n))
+            scale = 1.0 / (sigma[q] * math.sqrt(n)) if monitored else 0.0
+            seen = False
+            for i in range(T):
+                y = Y[i, p]
+                if math.isnan(y):
+                    continue
+                seen = True
+                r = y
+                for a in range(k):  # as _residual, from the lane's coefficients in place
+                    r -= X[i, a] * beta[a, q]
+                row = offset + i
+                residuals[row, q] = r
+                predicted += y - r
+                rsum += r
+                filled, below, above = _window_insert(r, hot, p, filled, below, above, MEDIAN_WINDOW)
+                m = count  # r is the m-th monitoring residual (0-based), n + m from the history start
+                count += 1
+                if m == 0:
+                    oldest = row
+                if not monitored:
+                    continue
+                if m < w:  # the residual leaving the window: a history one ...
+                    out_value = tail[m, q]
+                elif w == 0:
+                    out_value = r
+                elif leaving_next[p] >= 0:  # ... or the monitoring residual m - w, gathered
+                    out_value = leaving_value[p]
+                    oldest = row if leaving_next[p] == offset else leaving_next[p]  # offset: only new rows follow
+                    leaving_next[p] = -1
+                else:  # ... or the monitoring residual m - w, whose row is ``oldest``
+                    out_value = residuals[oldest, q]
                     oldest += 1
-            wsum += r - out
-            value = (rsum if cusum else wsum) * scale
-            total += value
-            size = abs(value)
-            if size > biggest:
-                biggest = size
-            if first >= 0 or not (cusum or size > flat_bound):  # the log only when needed
-                continue
-            if size > process_bound((n + m + 1) / n, critval, cusum):  # t from the history start
-                first = index[i]
-        if T_lane:
-            if not _holds_median(filled, below, above):
-                filled, below, above = _rebuild_window(median_window, q, filled + below + above, residuals, q)
-            median = _window_median(median_window, q, filled, below, above)
-        n_monitor[q] = count
-        window_sum[q] = wsum
-        residual_sum[q] = rsum
-        fitted_sum[q] = predicted
-        process_sum[q] = total
-        statistic[q] = biggest
-        break_index[q] = first
-        leaving[q] = oldest
-        median_count[q], median_below[q], median_above[q] = filled, below, above
-        magnitude[q] = median
+                    while math.isnan(residuals[oldest, q]):
+                        oldest += 1
+                wsum += r - out_value
+                value = (rsum if cusum else wsum) * scale
+                total += value
+                size = abs(value)
+                if size > biggest:
+                    biggest = size
+                if first >= 0 or not (cusum or size > flat_bound):  # the log only when needed
+                    continue
+                if size > process_bound((n + m + 1) / n, critval, cusum):  # t from the history start
+                    first = index[i]
+            if seen:
+                if not _holds_median(filled, below, above):
+                    filled, below, above = _rebuild_window(hot, p, filled + below + above, residuals, q,
+                                                           MEDIAN_WINDOW)
+                median = _window_median(hot, p, filled, below, above)
+        hot[p, _N_MONITOR] = count
+        hot[p, _N_VALID] = n_valid
+        hot[p, _N_INF] = n_inf
+        hot[p, _WINDOW_SUM] = wsum
+        hot[p, _RESIDUAL_SUM] = rsum
+        hot[p, _FITTED_SUM] = predicted
+        hot[p, _PROCESS_SUM] = total
+        hot[p, _STATISTIC] = biggest
+        hot[p, _BREAK_INDEX] = first
+        hot[p, _LEAVING] = oldest
+        hot[p, _MEDIAN_COUNT] = filled
+        hot[p, _MEDIAN_BELOW] = below
+        hot[p, _MEDIAN_ABOVE] = above
+        hot[p, _MAGNITUDE] = median
+        if with_result:
+            _result_lane(p, kind, n_valid, count, n_inf, first, biggest, total, predicted, median, n,
+                         history_begin[q], sigma[q], time, k, codes, out)
+            out[13][p] = first >= alert_from
+            out[14][p] = (CHANGED_STATUS * (((old[1] == 0) != (n_valid == 0)) or ((old[0] == 0) != (count == 0)))
+                          + CHANGED_BREAK * (old[3] != first) + CHANGED_INF * (old[2] != n_inf))
+
+
+@njit(cache=True)
+def _result_lane(p, code, n_valid, n_monitor, n_inf, break_index, statistic, process_sum, fitted_sum, magnitude, n,
+                 begin, s, time, k, codes, out):
+    """The result of lane ``p`` into ``out`` (the arrays of :data:`RESULT_OUTPUTS`) from its
+    state: its fit's status ``code`` (the byte), counts, first break, running sums and
+    magnitude, history size ``n``, history start index ``begin`` and sigma ``s``. The
+    status is the fit's, or no monitoring data, or all missing; the outputs that it gives
+    (``codes[0]``: fitted codes, ``codes[1]``: monitored ones), NaN / -1 elsewhere."""
+    nan = np.nan
+    (status, break_index_out, break_time, history_start, sigma_out, magnitude_out, statistic_out, mosum_mean, rmse,
+     relative_magnitude, n_valid_out, n_monitor_out, n_inf_out) = out[:13]
+    n_valid_out[p] = n_valid
+    n_monitor_out[p] = n_monitor
+    n_inf_out[p] = n_inf
+    if codes[0, code] and n_monitor == 0:
+        code = np.uint8(_NO_MONITORING_DATA)
+    if n_valid == 0:
+        code = np.uint8(_ALL_MISSING)
+    status[p] = np.int8(code)
+    monitored = codes[1, code]
+    with_fit = monitored or code == _PERFECT_FIT
+    broke = monitored and break_index >= 0
+    break_index_out[p] = break_index if broke else -1
+    break_time[p] = time[break_index] if broke else nan
+    history_start[p] = time[begin] if begin >= 0 else nan
+    statistic_out[p] = statistic if monitored else nan
+    mosum_mean[p] = process_sum / n_monitor if monitored else nan
+    if not with_fit:
+        sigma_out[p] = magnitude_out[p] = rmse[p] = relative_magnitude[p] = nan
+        return
+    sigma_out[p] = s
+    magnitude_out[p] = magnitude
+    rmse[p] = math.sqrt(s * s * (n - k) / n)  # s * s: the bits of numpy's sigma ** 2
+    expected = fitted_sum / n_monitor
+    relative_magnitude[p] = magnitude / expected if expected != 0 else nan
 
 
 # --------------------------------------------------------------------------------------
@@ -392,16 +501,46 @@ def _as_lanes(values: np.ndarray, nodata) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> dict[str, np.ndarray]:
-    shapes = {"coefficients": (k, n_pixels), "tail": (window, n_pixels), "median_window": (MEDIAN_WINDOW, n_pixels),
-              "residuals": (n_monitor_dates, n_pixels)}
+    shapes = {"coefficients": (k, n_pixels), "tail": (window, n_pixels), "residuals": (n_monitor_dates, n_pixels)}
     state = {}
-    for name, dtype in STATE_FIELDS.items():
-        fill = -1 if name in ("break_index", "history_begin", "leaving") else (
-            0 if np.issubdtype(dtype, np.integer) else np.nan)
+    for name in STATIC + ("residuals",):
+        dtype = STATE_FIELDS[name]
+        fill = -1 if name == "history_begin" else (0 if np.issubdtype(dtype, np.integer) else np.nan)
         state[name] = np.full(shapes.get(name, (n_pixels,)), fill, dtype=dtype)
-    for name in ("window_sum", "residual_sum", "fitted_sum", "process_sum", "statistic"):
-        state[name][:] = 0.0
+    hot = np.zeros((n_pixels, HOT_WIDTH))
+    hot[:, [_LEAVING, _BREAK_INDEX]] = -1
+    hot[:, _MAGNITUDE] = np.nan
+    hot[:, _WINDOW:] = np.nan
+    return with_hot(state, hot)
+
+
+def _hot_views(hot: np.ndarray) -> dict[str, np.ndarray]:
+    """The state arrays of :data:`HOT` as views of the record ``hot`` (float64)."""
+    views = {name: hot[:, column] for column, name in enumerate(HOT_SCALARS)}
+    views["median_window"] = hot[:, _WINDOW:].T
+    return views
+
+
+def with_hot(state: dict, hot: np.ndarray) -> dict[str, np.ndarray]:
+    """``state`` (its arrays but those of the record) with the record ``hot`` and its views."""
+    state = {name: array for name, array in state.items() if name not in HOT}
+    state["hot"] = hot
+    state.update(_hot_views(hot))
     return state
+
+
+def hot_record(get, n_pixels: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The record of the arrays ``get(name)`` of :data:`HOT` (into ``out`` when given)."""
+    hot = np.empty((n_pixels, HOT_WIDTH)) if out is None else out
+    for column, name in enumerate(HOT_SCALARS):
+        hot[:, column] = get(name)
+    hot[:, _WINDOW:] = np.asarray(get("median_window")).T
+    return hot
+
+
+def state_part(state: dict, pixels: slice) -> dict[str, np.ndarray]:
+    """The state of the pixels ``pixels`` (views), without the residuals."""
+    return with_hot({name: state[name][..., pixels] for name in STATIC}, state["hot"][pixels])
 
 
 def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **params) -> tuple[dict, dict]:
@@ -458,8 +597,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     perfect = np.zeros(n_pixels, dtype=np.bool_)
     levels, all_levels = design.kernel_levels()
     _fit_history(Y, design.matrix, levels, all_levels, np.maximum(state["history_begin"], 0), begin, fit, h,
-                 state["coefficients"], state["sigma"], state["tail"], state["window_sum"], state["residual_sum"],
-                 singular, perfect)
+                 state["coefficients"], state["sigma"], state["tail"], state["hot"], singular, perfect)
     # pixels without monitoring data: the engine stopped before the checks a fit makes
     fitted[unmonitored & singular] = BfastStatus.SINGULAR_DESIGN
     fitted[unmonitored & perfect & ~singular] = BfastStatus.PERFECT_FIT
@@ -490,25 +628,26 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
     return flagged[0]
 
 
-#: The state arrays that the update kernel changes, in its order (``previous``, then out).
-_ADVANCED = ("n_monitor", "leaving", "window_sum", "residual_sum", "fitted_sum", "process_sum", "statistic",
-             "break_index", "median_window", "median_count", "median_below", "median_above", "magnitude")
-
-
 def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict,
-                   pixel0: int = 0, previous: dict | None = None) -> None:
+                   pixel0: int = 0, previous: np.ndarray | None = None, count_valid: bool = False,
+                   inf_added: np.ndarray = _NO_INF, result: tuple = ()) -> None:
     """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in
     place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN).
-    The arrays of ``state`` may cover more pixels than ``Y``: its columns from ``pixel0`` on
-    are the lanes of ``Y`` (a chunk of a saved state), the others are left alone.
-    ``previous``: where the changing arrays are read from (default: ``state`` itself; a
-    saved generation, shaped as ``state``'s, whose lanes are then copied or updated)."""
-    previous = state if previous is None else previous
+    The fit's arrays of ``state`` and its residual rows may cover more pixels than ``Y``:
+    their columns from ``pixel0`` on are the lanes of ``Y`` (a band of a saved state), the
+    others are left alone; its record ``hot`` has a row per lane. ``previous``: the
+    records the changing values are read from (default: ``state``'s own; a saved
+    generation's, shaped as them, whose rows are then copied or updated);
+    ``count_valid``, ``inf_added``: see :func:`_advance`; ``result``: ``(time, alert_from, out)``, the lanes' result
+    computed on the way (``out``: a dict of :func:`result_buffers`)."""
+    previous = state["hot"] if previous is None else previous
     offset = state["residuals"].shape[0] - Y.shape[0]
+    time, alert_from, out = result if result else (_NO_TIME, 0, None)
     _advance(Y, X, rows.astype(np.int64), offset, pixel0, state["fitted_status"].view(np.uint8), _CODE_KINDS,
-             state["coefficients"], state["sigma"], state["n_history"], model["h"], model["critval"],
-             model["type"] == "OLS-CUSUM", state["tail"], state["residuals"],
-             tuple(previous[name] for name in _ADVANCED), *(state[name] for name in _ADVANCED))
+             state["coefficients"], state["sigma"], state["n_history"], state["history_begin"], model["h"],
+             model["critval"], model["type"] == "OLS-CUSUM", state["tail"], state["residuals"], count_valid,
+             inf_added, previous, state["hot"], time, alert_from,
+             _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
 
 
 def _more_rows(rows: np.ndarray, extra: int) -> np.ndarray:
@@ -544,25 +683,26 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
 
 
 def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates, pixel0: int = 0,
-                      previous: dict | None = None) -> None:
+                      previous: np.ndarray | None = None) -> None:
     """Monitor the new images ``values`` ``(T_new, P)`` at ``new_dates`` into ``state``, in
     place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them (see
     :func:`_advance_state` for ``pixel0``, where the chunk ``values`` starts among the
-    pixels of ``state``, and ``previous``, the saved generation its changing arrays come
-    from)."""
+    pixels of ``state``, and ``previous``, the saved generation's record its changing
+    values come from)."""
+    Y, rows, X, inf_added = new_rows(model, dates, values, new_dates)
+    _advance_state(state, Y, rows, X, model, pixel0, previous, count_valid=True, inf_added=inf_added)
+
+
+def new_rows(model: dict, dates, values: np.ndarray, new_dates):
+    """What :func:`_advance_state` takes of new images ``values`` ``(T_new, P)``: ``(Y,
+    rows, X, inf_added)``, the values as float64 with NaN for every missing one, their
+    time indices, design rows and the infinite values per lane (empty: none)."""
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
     rows = np.arange(len(dates), len(all_dates))
-    X = _design_rows(axis, rows, model)
-    Y, valid, is_inf = _as_lanes(values, model["nodata"])
-    lanes = slice(pixel0, pixel0 + Y.shape[1])
-    before = state if previous is None else previous
-    np.add(before["n_valid"][lanes], valid.sum(axis=0, dtype=np.int32), out=state["n_valid"][lanes])
-    if is_inf.any():
-        np.add(before["n_inf"][lanes], is_inf.sum(axis=0, dtype=np.int32), out=state["n_inf"][lanes])
-    elif before is not state:
-        state["n_inf"][lanes] = before["n_inf"][lanes]
-    _advance_state(state, Y, rows, X, model, pixel0, previous)
+    Y, _, is_inf = _as_lanes(values, model["nodata"])
+    inf_added = is_inf.sum(axis=0, dtype=np.int32) if is_inf.any() else _NO_INF
+    return Y, rows, _design_rows(axis, rows, model), inf_added
 
 
 def _join_dates(dates, new_dates):
@@ -586,63 +726,46 @@ def _join_dates(dates, new_dates):
     return np.concatenate([dates, new_dates])
 
 
-def state_result(state: dict, model: dict, dates, out: dict | None = None) -> dict[str, np.ndarray]:
+def state_result(state: dict, model: dict, dates, out: dict | None = None,
+                 time: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The outputs of :func:`tscube.bfast_monitor` (flat, by name) that the state stands for
-    (into the arrays of ``out`` when given: one per output, shaped as the state's lanes).
+    (into the arrays of ``out`` when given: one per output, shaped as the state's lanes,
+    ``n_history`` optional; ``time``: the time axis of ``dates``, when the caller has it).
 
     Every output of ``OUTPUT_DTYPES`` needs a line in :func:`_result_lanes` (one added
     there stays NaN until it has one; the equality tests compare every output with the
     full run)."""
-    axis = build_time_axis(dates, model["freq"])
+    time = build_time_axis(dates, model["freq"]).time if time is None else time
     fitted_status = state["fitted_status"]
     if out is None:
         out = {name: array[0] for name, array in empty_outputs(1, fitted_status.shape[0]).items()}
-    for name in ("n_valid", "n_history", "n_monitor", "n_inf"):
-        out[name][...] = state[name]
-    _result_lanes(fitted_status.view(np.uint8), state["n_valid"], state["n_monitor"], state["n_history"],
-                  state["history_begin"], state["break_index"], state["sigma"], state["magnitude"],
-                  state["statistic"], state["process_sum"], state["fitted_sum"], axis.time,
-                  state["coefficients"].shape[0], _CODE_KINDS, out["status"], out["break_index"], out["break_time"],
-                  out["history_start"], out["sigma"], out["magnitude"], out["statistic"], out["mosum_mean"],
-                  out["rmse"], out["relative_magnitude"])
+    if "n_history" in out:
+        out["n_history"][...] = state["n_history"]
+    lanes = tuple(out[name] for name in RESULT_OUTPUTS[:13]) + _NO_RESULT[13:]
+    _result_lanes(fitted_status.view(np.uint8), state["hot"], state["n_history"], state["history_begin"],
+                  state["sigma"], time, state["coefficients"].shape[0], _CODE_KINDS, lanes)
     return out
 
 
 @njit(parallel=True, cache=True)
-def _result_lanes(fitted_status, n_valid, n_monitor, n_history, history_begin, break_index, sigma, magnitude,
-                  statistic, process_sum, fitted_sum, time, k, codes, status, break_index_out, break_time,
-                  history_start, sigma_out, magnitude_out, statistic_out, mosum_mean, rmse, relative_magnitude):
-    """The result of every lane in one pass: the status (the fit's, or no monitoring data,
-    or all missing), then the outputs that the status gives (``codes[0]``: fitted codes,
-    ``codes[1]``: monitored ones, indexed by the code's byte); NaN / -1 elsewhere."""
-    nan = np.nan
+def _result_lanes(fitted_status, hot, n_history, history_begin, sigma, time, k, codes, out):
+    """The result of every lane in one pass from its record ``hot[p]`` (:func:`_result_lane`)."""
     for p in prange(fitted_status.shape[0]):
-        code = fitted_status[p]
-        if codes[0, code] and n_monitor[p] == 0:
-            code = np.uint8(_NO_MONITORING_DATA)
-        if n_valid[p] == 0:
-            code = np.uint8(_ALL_MISSING)
-        status[p] = np.int8(code)
-        monitored = codes[1, code]
-        with_fit = monitored or code == _PERFECT_FIT
-        b = break_index[p]
-        broke = monitored and b >= 0
-        break_index_out[p] = b if broke else -1
-        break_time[p] = time[b] if broke else nan
-        begin = history_begin[p]
-        history_start[p] = time[begin] if begin >= 0 else nan
-        statistic_out[p] = statistic[p] if monitored else nan
-        mosum_mean[p] = process_sum[p] / n_monitor[p] if monitored else nan
-        if not with_fit:
-            sigma_out[p] = magnitude_out[p] = rmse[p] = relative_magnitude[p] = nan
-            continue
-        s = sigma[p]
-        sigma_out[p] = s
-        magnitude_out[p] = magnitude[p]
-        n = n_history[p]
-        rmse[p] = math.sqrt(s * s * (n - k) / n)  # s * s: the bits of numpy's sigma ** 2
-        expected = fitted_sum[p] / n_monitor[p]
-        relative_magnitude[p] = magnitude[p] / expected if expected != 0 else nan
+        _result_lane(p, fitted_status[p], np.int64(hot[p, _N_VALID]), np.int64(hot[p, _N_MONITOR]),
+                     np.int64(hot[p, _N_INF]), np.int64(hot[p, _BREAK_INDEX]), hot[p, _STATISTIC],
+                     hot[p, _PROCESS_SUM], hot[p, _FITTED_SUM], hot[p, _MAGNITUDE], n_history[p], history_begin[p],
+                     sigma[p], time, k, codes, out)
+
+
+def result_buffers(n_pixels: int) -> dict[str, np.ndarray]:
+    """Arrays for the result of ``n_pixels`` lanes, by the names of :data:`RESULT_OUTPUTS`."""
+    dtypes = dict(OUTPUT_DTYPES, alert=np.bool_, changes=np.uint8)
+    return {name: np.empty(n_pixels, dtype=dtypes[name]) for name in RESULT_OUTPUTS}
+
+
+#: ``out`` and ``time`` of :func:`_advance` for no result.
+_NO_RESULT = tuple(result_buffers(0).values())
+_NO_TIME = np.zeros(0)
 
 
 # --------------------------------------------------------------------------------------
@@ -674,7 +797,8 @@ def state_variables(state: dict, model: dict, dates, alert: np.ndarray) -> dict[
     arrays (prefixed :data:`STATE_PREFIX`)."""
     variables = {name: ((), array) for name, array in state_result(state, model, dates).items()}
     variables["alert"] = ((), np.asarray(alert, dtype=np.bool_))
-    for name, array in state.items():
+    for name, dtype in STATE_FIELDS.items():  # the record's columns in their own types
+        array = np.ascontiguousarray(state[name], dtype=dtype) if name in HOT else state[name]
         variables[STATE_PREFIX + name] = ((_STATE_DIMS[name],) if name in _STATE_DIMS else (), array)
     return variables
 
@@ -742,8 +866,11 @@ def model_from_attrs(attrs) -> dict:
 
 
 def state_arrays(ds, pixel_dims) -> dict[str, np.ndarray]:
-    """The state arrays of a state dataset over flat pixel lanes (``(P,)``, ``(rows, P)``)."""
-    return {name: state_lanes(ds, name, pixel_dims) for name in STATE_FIELDS}
+    """The state of a state dataset over flat pixel lanes (``(P,)``, ``(rows, P)``; the
+    record ``hot`` and its views)."""
+    n_pixels = int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64))
+    arrays = {name: state_lanes(ds, name, pixel_dims) for name in STATIC + ("residuals",)}
+    return with_hot(arrays, hot_record(lambda name: state_lanes(ds, name, pixel_dims), n_pixels))
 
 
 def state_lanes(ds, name: str, pixel_dims) -> np.ndarray:
@@ -966,7 +1093,6 @@ def update_saved(path, data, dates=None, *, time_dim: str = "time") -> np.ndarra
         values, new_dates, _, _, shape = _as_input(data, dates, time_dim)
         if shape != pixel_shape:
             raise ValueError(f"new images are shaped {shape}, the state {pixel_shape}")
-        generation = store.update_state_files(path, model, values, new_dates)
-        store.write_result(path, model, since=generation - 1)
+        store.update_files(path, model, values, new_dates)
         with _quiet_zarr():
             return np.asarray(zarr.open_array(str(path / "alert"), mode="r")[...], dtype=bool)
