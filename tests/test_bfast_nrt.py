@@ -184,6 +184,46 @@ def test_state_keeps_window_and_residual_sum():
         np.testing.assert_allclose(np.nanmedian(state["residuals"][:, p]), state["magnitude"][p], rtol=0, atol=0)
 
 
+def test_pickled_monitor_updates_as_the_original():
+    """A pickled (or deep-copied) monitor keeps its state's views on its records: it
+    updates, and saves, what the original does."""
+    import copy
+    import pickle
+
+    cube = _cube(0.5)
+    monitor = BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90])
+    twins = [pickle.loads(pickle.dumps(monitor)), copy.deepcopy(monitor)]
+    alert = monitor.update(cube.data[90:], cube.dates[90:])
+    assert alert.any()
+    for twin in twins:
+        np.testing.assert_array_equal(twin.update(cube.data[90:], cube.dates[90:]), alert)
+        for name in ("break_index", "n_monitor", "magnitude", "median_window"):
+            np.testing.assert_array_equal(twin.state_[name], monitor.state_[name], err_msg=name)
+            assert np.shares_memory(twin.state_[name], twin.state_["hot"]), name
+
+
+def test_load_takes_alerts_from_the_committed_state(tmp_path, monkeypatch):
+    """An update killed before its commit leaves a result half rewritten (marked -1);
+    loading the monitor then gives the committed state's alerts, not the stored ones."""
+    from tscube.bfast import _nrt_store
+    from tscube.bfast.nrt import update_saved
+
+    cube = _cube(0.5)
+    monitor = BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90])
+    monitor.save(tmp_path / "a.zarr")
+
+    def killed(*args, **kwargs):
+        raise SystemExit("killed")
+
+    monkeypatch.setattr(_nrt_store, "_write_json_atomic", killed)  # the commit
+    with pytest.raises(SystemExit):
+        update_saved(tmp_path / "a.zarr", cube.data[90:], cube.dates[90:])
+    assert _nrt_store.result_generation(tmp_path / "a.zarr") == -1
+    loaded = BfastMonitor.load(tmp_path / "a.zarr")
+    np.testing.assert_array_equal(loaded.alert_, monitor.alert_)
+    np.testing.assert_array_equal(loaded.dates_, monitor.dates_)
+
+
 @pytest.mark.parametrize("suffix", [".zarr", ".nc"])
 def test_save_load_update(tmp_path, suffix):
     """A saved and loaded state updates to the same result as the one kept in memory."""
@@ -396,9 +436,9 @@ def test_update_saved_writes_what_a_whole_rewrite_writes(tmp_path):
 
 
 def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch):
-    """An update of a saved state in chunks of 10 pixels (the state read, updated and
-    written chunk by chunk; the result's bands, rows of one chunk file, written by parallel
-    threads) writes the same files as in one chunk."""
+    """An update of a saved state in bands of one grid row (9 pixels: the records read,
+    updated and written band by band; the result's bands, rows of one chunk file, written
+    by parallel threads) writes the same files as in one band."""
     import shutil
 
     from tscube.bfast import _nrt_store

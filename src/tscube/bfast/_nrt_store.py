@@ -170,8 +170,7 @@ def _slot_file(path: Path, like: np.ndarray) -> None:
         if existing.shape == like.shape and existing.dtype == like.dtype and existing.flags.c_contiguous:
             return
     np.lib.format.open_memmap(path, mode="w+", dtype=like.dtype, shape=like.shape)
-    # blocks allocated now: the kernel writes the slot through a map, where a full disk
-    # would end the process (SIGBUS) rather than raise
+    # blocks allocated now: a full disk then fails before the update writes anything
     fd = os.open(path, os.O_RDWR)
     try:
         os.posix_fallocate(fd, 0, os.fstat(fd).st_size)
@@ -208,7 +207,10 @@ class _Records:
         view = memoryview(rows).cast("B")
         done, at = 0, self.offset + first * rows.strides[0]
         while done < len(view):
-            done += os.pwrite(self.handle.fileno(), view[done:], at + done)
+            wrote = os.pwrite(self.handle.fileno(), view[done:], at + done)
+            if wrote <= 0:
+                raise OSError(f"could not write {self.path}")
+            done += wrote
 
 
 class _ChunkFiles:
@@ -293,9 +295,10 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
     ``root``, rewrite its result and commit; returns the new generation and the result's
     summary (:attr:`_ResultBands.summary`).
 
-    Band by band of grid rows (:data:`BAND_PIXELS`, what also bounds the memory of the new
-    values as float64): the band's records are read from the committed slot into a buffer,
-    updated by the kernel, which also computes the band's result, and written to the other
+    Band by band of grid rows (:data:`BAND_PIXELS`, or whole chunk rows of an array
+    written through zarr; what bounds the memory of the new values as float64): the
+    band's records are read from the committed slot into a buffer, updated by the kernel,
+    which also computes the band's result, and written to the other
     slot; the new residuals go to rows past the committed ones; the result is written in
     place while the next band is computed, only the outputs that can have changed: the
     status, ``sigma`` and ``rmse`` where a pixel's first valid or first monitoring value
@@ -333,10 +336,8 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
         if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
             handle.truncate()
     state = dict(static, residuals=_residual_rows(path, (total, n_pixels), "r+"))
-    axis = build_time_axis(all_dates, model["freq"])
-    new = np.arange(len(dates), len(all_dates))
-    X = nrt._design_rows(axis, new, model)
-    grid_moved = not np.array_equal(build_time_axis(dates, model["freq"]).time, axis.time[:len(dates)])
+    time, new, X = nrt.new_design(model, dates, new_dates)
+    grid_moved = not np.array_equal(build_time_axis(dates, model["freq"]).time, time[:len(dates)])
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
         group.attrs.update({GENERATION_ATTR: -1})  # being rewritten
@@ -346,12 +347,11 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
             # the other (files: writing a map faults on every page, ~30 ns per pixel)
             record = np.empty((result.lanes, nrt.HOT_WIDTH))
             for band, pixels, outputs in result.bands():
-                Y, _, is_inf = nrt._as_lanes(values[:, pixels], model["nodata"])
-                inf_added = is_inf.sum(axis=0, dtype=np.int32) if is_inf.any() else nrt._NO_INF
+                Y, inf_added = nrt._as_lanes(values[:, pixels], model["nodata"])
                 part = record[:pixels.stop - pixels.start]
                 source.read(part, pixels.start)
                 nrt._advance_state(nrt.with_hot(state, part), Y, new, X, model, pixel0=pixels.start, count_valid=True,
-                                   inf_added=inf_added, result=(axis.time, len(dates), outputs))
+                                   inf_added=inf_added, result=(time, len(dates), outputs))
                 target.write(part, pixels.start)
                 result.put(band, outputs, None if shown != generation else _where(outputs["changes"], grid_moved))
         del state  # the maps closed (their pages written back by the system)

@@ -14,7 +14,9 @@ can then go the other way in the full run: one pixel in 4 million in
 ``benchmarks/nrt.py``, where the cpu engine selects another history on 235 dates than on
 the 234 of the fit (the reference engine selects the fit's on both).
 
-The state of a pixel (flat arrays over pixel lanes; names in :data:`STATE_FIELDS`):
+The state of a pixel (flat arrays over pixel lanes; names in :data:`STATE_FIELDS`; what
+an update changes is one float64 record per pixel, ``state["hot"]``, and the arrays of
+those names are views of its columns, see :data:`HOT_SCALARS`):
 
 * the history fit: ``coefficients`` (k regressors, in the fit's design
   parametrisation, see ``trend_centre``/``trend_scale``), ``sigma``, ``n_history`` and
@@ -290,9 +292,9 @@ def _window_median(hot, q, count, below, above):
     return 0.5 * (hot[q, _WINDOW + lower] + hot[q, _WINDOW + upper])
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h, critval,
-             cusum, tail, residuals, count_valid, inf_added, previous, hot, time, alert_from, out):
+             cusum, tail, residuals, count_valid, inf_added, hot, time, alert_from, out):
     """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
     design rows ``X``, residual rows from ``offset``): residuals, the MOSUM window, the
     process (OLS-MOSUM, or OLS-CUSUM if ``cusum``) and its running statistics, the first
@@ -303,11 +305,10 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
     the infinite ones, per lane, or empty for none). O(1) per lane and date, but for a
     rebuilt median window.
 
-    Lane ``p`` (column ``p`` of ``Y``) is row ``p`` of the records (:data:`HOT_SCALARS`):
-    ``previous[p]``, the state before, read only (``hot`` itself when updated in place,
-    or a saved generation's), and ``hot[p]``, written; and pixel ``q = pixel0 + p`` of the
-    fit's arrays (``fitted_status``, ``beta``, ``sigma``, ``n_history``,
-    ``history_begin``, ``tail``) and of the residual rows.
+    Lane ``p`` (column ``p`` of ``Y``) is row ``p`` of the records ``hot``
+    (:data:`HOT_SCALARS`), updated in place, and pixel ``q = pixel0 + p`` of the fit's
+    arrays (``fitted_status``, ``beta``, ``sigma``, ``n_history``, ``history_begin``,
+    ``tail``) and of the residual rows.
 
     ``out``: the arrays of :data:`RESULT_OUTPUTS` over the lanes, where the result of each
     lane goes as it is updated (on the time axis ``time``: ``alert`` where its break index
@@ -324,11 +325,16 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
     leaving_next = np.full(P, -1, dtype=np.int64)
     for p in prange(P):
         q = pixel0 + p
-        m = np.int64(previous[p, _N_MONITOR])
+        m = np.int64(hot[p, _N_MONITOR])
         w = int(math.floor(h * n_history[q]))
         if not codes[1, fitted_status[q]] or w == 0 or m < w:
             continue
-        oldest = np.int64(previous[p, _LEAVING])
+        valid = False
+        for i in range(T):
+            valid |= not math.isnan(Y[i, p])
+        if not valid:  # its window stays as it is
+            continue
+        oldest = np.int64(hot[p, _LEAVING])
         leaving_value[p] = residuals[oldest, q]
         oldest += 1
         while oldest < offset and math.isnan(residuals[oldest, q]):  # none after the old rows: the new value's
@@ -336,8 +342,6 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
         leaving_next[p] = oldest
     for p in prange(P):
         q = pixel0 + p
-        for u in range(HOT_WIDTH):
-            hot[p, u] = previous[p, u]
         count = np.int64(hot[p, _N_MONITOR])
         n_valid = np.int64(hot[p, _N_VALID])
         n_inf = np.int64(hot[p, _N_INF])
@@ -492,12 +496,13 @@ def _season(model: dict) -> dict:
     return {"season": True} if model.get("season") else {}
 
 
-def _as_lanes(values: np.ndarray, nodata) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(T, P)`` float64 with NaN for every missing value, the valid mask and the inf mask."""
+def _as_lanes(values: np.ndarray, nodata) -> tuple[np.ndarray, np.ndarray]:
+    """``(T, P)`` float64 with NaN for every missing value, and the infinite values per
+    lane (:data:`_NO_INF` for none)."""
     missing, is_inf = invalid_mask(values, nodata)
     Y = values.astype(np.float64)
     Y[missing] = np.nan
-    return Y, ~missing, is_inf
+    return Y, is_inf.sum(axis=0, dtype=np.int32) if is_inf.any() else _NO_INF
 
 
 def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> dict[str, np.ndarray]:
@@ -577,7 +582,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     }
     options = sorted(key for key in params if key not in MODEL_PARAMS)
     model.update({key: params[key] for key in options}, options=options)
-    Y, _, _ = _as_lanes(values, model["nodata"])
+    Y, _ = _as_lanes(values, model["nodata"])
     n_pixels = Y.shape[1]
     k = design.k
     state = _empty_state(n_pixels, k, model["window_slots"], Y.shape[0] - begin)
@@ -628,25 +633,21 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
     return flagged[0]
 
 
-def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict,
-                   pixel0: int = 0, previous: np.ndarray | None = None, count_valid: bool = False,
-                   inf_added: np.ndarray = _NO_INF, result: tuple = ()) -> None:
+def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict, pixel0: int = 0,
+                   count_valid: bool = False, inf_added: np.ndarray = _NO_INF, result: tuple = ()) -> None:
     """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in
     place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN).
     The fit's arrays of ``state`` and its residual rows may cover more pixels than ``Y``:
     their columns from ``pixel0`` on are the lanes of ``Y`` (a band of a saved state), the
-    others are left alone; its record ``hot`` has a row per lane. ``previous``: the
-    records the changing values are read from (default: ``state``'s own; a saved
-    generation's, shaped as them, whose rows are then copied or updated);
+    others are left alone; its records ``hot`` have a row per lane, updated in place;
     ``count_valid``, ``inf_added``: see :func:`_advance`; ``result``: ``(time, alert_from, out)``, the lanes' result
     computed on the way (``out``: a dict of :func:`result_buffers`)."""
-    previous = state["hot"] if previous is None else previous
     offset = state["residuals"].shape[0] - Y.shape[0]
     time, alert_from, out = result if result else (_NO_TIME, 0, None)
     _advance(Y, X, rows.astype(np.int64), offset, pixel0, state["fitted_status"].view(np.uint8), _CODE_KINDS,
              state["coefficients"], state["sigma"], state["n_history"], state["history_begin"], model["h"],
              model["critval"], model["type"] == "OLS-CUSUM", state["tail"], state["residuals"], count_valid,
-             inf_added, previous, state["hot"], time, alert_from,
+             inf_added, state["hot"], time, alert_from,
              _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
 
 
@@ -682,27 +683,21 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
     return new
 
 
-def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates, pixel0: int = 0,
-                      previous: np.ndarray | None = None) -> None:
+def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates) -> None:
     """Monitor the new images ``values`` ``(T_new, P)`` at ``new_dates`` into ``state``, in
-    place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them (see
-    :func:`_advance_state` for ``pixel0``, where the chunk ``values`` starts among the
-    pixels of ``state``, and ``previous``, the saved generation's record its changing
-    values come from)."""
-    Y, rows, X, inf_added = new_rows(model, dates, values, new_dates)
-    _advance_state(state, Y, rows, X, model, pixel0, previous, count_valid=True, inf_added=inf_added)
+    place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them."""
+    _, rows, X = new_design(model, dates, new_dates)
+    Y, inf_added = _as_lanes(values, model["nodata"])
+    _advance_state(state, Y, rows, X, model, count_valid=True, inf_added=inf_added)
 
 
-def new_rows(model: dict, dates, values: np.ndarray, new_dates):
-    """What :func:`_advance_state` takes of new images ``values`` ``(T_new, P)``: ``(Y,
-    rows, X, inf_added)``, the values as float64 with NaN for every missing one, their
-    time indices, design rows and the infinite values per lane (empty: none)."""
+def new_design(model: dict, dates, new_dates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(time, rows, X)`` of new dates: the time axis of all the dates, the new dates'
+    time indices and design rows (in the fit's parametrisation)."""
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
     rows = np.arange(len(dates), len(all_dates))
-    Y, _, is_inf = _as_lanes(values, model["nodata"])
-    inf_added = is_inf.sum(axis=0, dtype=np.int32) if is_inf.any() else _NO_INF
-    return Y, rows, _design_rows(axis, rows, model), inf_added
+    return axis.time, rows, _design_rows(axis, rows, model)
 
 
 def _join_dates(dates, new_dates):
@@ -939,7 +934,8 @@ class BfastMonitor:
     Attributes
     ----------
     state_ : dict of ndarray
-        Per-pixel state arrays over flat pixel lanes (:data:`STATE_FIELDS`).
+        Per-pixel state arrays over flat pixel lanes (:data:`STATE_FIELDS`); those that an
+        update changes are float64 views of the records ``state_["hot"]``.
     dates_ : ndarray
         Every date monitored so far (``datetime64[ns]`` or decimal years).
     alert_ : ndarray of bool
@@ -1001,6 +997,18 @@ class BfastMonitor:
         ds.attrs[LAST_UPDATE_ATTR] = self.last_update_dates_
         return ds
 
+    def __getstate__(self) -> dict:
+        """Pickled without the views of the records (a copy would detach them from it)."""
+        attributes = dict(self.__dict__)
+        if "state_" in attributes:
+            attributes["state_"] = {name: array for name, array in self.state_.items() if name not in HOT}
+        return attributes
+
+    def __setstate__(self, attributes: dict) -> None:
+        self.__dict__.update(attributes)
+        if "state_" in attributes:
+            self.state_ = with_hot(self.state_, self.state_["hot"])
+
     @classmethod
     def from_dataset(cls, ds) -> "BfastMonitor":
         """The monitor of a dataset written by :meth:`to_dataset`."""
@@ -1060,6 +1068,10 @@ class BfastMonitor:
                     state, dates, _ = load_state(path)
                     monitor = cls._from_parts(state, model_from_attrs(ds.attrs), dates, ds.load())
                     monitor.last_update_dates_ = int(read_manifest(path)["last_update_dates"])
+                    # from the committed state, not the stored result (which an update
+                    # rewrites before its commit: a killed one leaves it half new)
+                    alert = state["break_index"] >= len(dates) - monitor.last_update_dates_
+                    monitor.alert_ = alert.reshape(monitor.pixel_shape_)
                     return monitor
                 return cls.from_dataset(ds.load())
         with xr.open_dataset(path) as ds:
