@@ -22,6 +22,7 @@ Same rules as :mod:`tscube.bfast.bai_perron` (the reference), organised for spee
 Shared by ``bfast_monitor(history="BP")`` (:mod:`tscube.bfast._cpu_history`) and BFAST
 Lite (:mod:`tscube.bfast._lite_cpu`).
 """
+
 from __future__ import annotations
 
 import math

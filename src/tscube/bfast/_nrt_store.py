@@ -315,7 +315,7 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
     manifest = read_manifest(root)
     generation = int(manifest["generation"])
     dates = _dates_from_json(manifest["dates"])
-    all_dates = nrt._join_dates(dates, new_dates)  # refuses dates that are not later
+    all_dates, time, new, X = nrt.new_design(model, dates, new_dates)  # refuses dates that are not later
     rows, n_pixels = int(manifest["rows"]), int(manifest["pixels"])
     if values.shape[1] != n_pixels:
         raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
@@ -336,7 +336,6 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
         if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
             handle.truncate()
     state = dict(static, residuals=_residual_rows(path, (total, n_pixels), "r+"))
-    time, new, X = nrt.new_design(model, dates, new_dates)
     grid_moved = not np.array_equal(build_time_axis(dates, model["freq"]).time, time[:len(dates)])
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)

@@ -357,17 +357,18 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
         below = np.int64(hot[p, _MEDIAN_BELOW])
         above = np.int64(hot[p, _MEDIAN_ABOVE])
         median = hot[p, _MAGNITUDE]
+        new_values = 0
+        for i in range(T):
+            new_values += not math.isnan(Y[i, p])
         if count_valid:
-            for i in range(T):
-                n_valid += not math.isnan(Y[i, p])
+            n_valid += new_values
         if inf_added.size:
             n_inf += inf_added[p]
         kind = fitted_status[q]
         monitored = codes[1, kind]
         n = n_history[q]
         if not codes[0, kind]:
-            for i in range(T):
-                count += not math.isnan(Y[i, p])
+            count += new_values
         else:
             w = int(math.floor(h * n))
             scale = 1.0 / (sigma[q] * math.sqrt(n)) if monitored else 0.0
@@ -686,18 +687,19 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
 def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates) -> None:
     """Monitor the new images ``values`` ``(T_new, P)`` at ``new_dates`` into ``state``, in
     place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them."""
-    _, rows, X = new_design(model, dates, new_dates)
+    _, _, rows, X = new_design(model, dates, new_dates)
     Y, inf_added = _as_lanes(values, model["nodata"])
     _advance_state(state, Y, rows, X, model, count_valid=True, inf_added=inf_added)
 
 
-def new_design(model: dict, dates, new_dates) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(time, rows, X)`` of new dates: the time axis of all the dates, the new dates'
-    time indices and design rows (in the fit's parametrisation)."""
+def new_design(model: dict, dates, new_dates) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(all_dates, time, rows, X)`` of new dates: all the dates (refused unless the new
+    ones are later, :func:`_join_dates`), their time axis, the new dates' time indices and
+    design rows (in the fit's parametrisation)."""
     all_dates = _join_dates(dates, new_dates)
     axis = build_time_axis(all_dates, model["freq"])
     rows = np.arange(len(dates), len(all_dates))
-    return axis.time, rows, _design_rows(axis, rows, model)
+    return all_dates, axis.time, rows, _design_rows(axis, rows, model)
 
 
 def _join_dates(dates, new_dates):
