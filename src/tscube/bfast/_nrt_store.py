@@ -37,9 +37,11 @@ import json
 import math
 import os
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numba
 import numpy as np
 
 from . import nrt
@@ -223,8 +225,6 @@ class _ChunkFiles:
     the rest. ``None`` from :meth:`of` for any other layout."""
 
     def __init__(self, array, folder: Path):
-        import threading
-
         self.array, self.folder = array, folder
         self.creating = threading.Lock()  # bands of one chunk row may be written by two threads
         self.chunks, self.shape = tuple(array.chunks), tuple(array.shape)
@@ -340,24 +340,30 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
         group.attrs.update({GENERATION_ATTR: -1})  # being rewritten
-        with _ResultBands(group) as result, _Records(current / HOT_FILE, "rb", n_pixels) as source, \
+        result = _ResultBands(group)
+        scratch = threading.local()
+        with _Records(current / HOT_FILE, "rb", n_pixels) as source, \
                 _Records(following / HOT_FILE, "r+b", n_pixels) as target:
-            # the records go through a buffer, read from the committed slot and written to
-            # the other (files: writing a map faults on every page, ~30 ns per pixel)
-            record = np.empty((result.lanes, nrt.HOT_WIDTH))
-            for band, pixels, outputs in result.bands():
+
+            def update_band(band: slice, pixels: slice, outputs: dict) -> dict | None:
+                # the records go through a buffer, read from the committed slot and written
+                # to the other (files: writing a map faults on every page, ~30 ns per pixel)
+                if not hasattr(scratch, "record"):
+                    scratch.record = np.empty((result.lanes, nrt.HOT_WIDTH))
+                part = scratch.record[:pixels.stop - pixels.start]
                 Y, inf_added = nrt._as_lanes(values[:, pixels], model["nodata"])
-                part = record[:pixels.stop - pixels.start]
                 source.read(part, pixels.start)
                 nrt._advance_state(nrt.with_hot(state, part), Y, new, X, model, pixel0=pixels.start, count_valid=True,
-                                   inf_added=inf_added, result=(time, len(dates), outputs))
+                                   inf_added=inf_added, result=(time, len(dates), outputs), serial=True)
                 target.write(part, pixels.start)
-                result.put(band, outputs, None if shown != generation else _where(outputs["changes"], grid_moved))
-        del state  # the maps closed (their pages written back by the system)
-        if os.environ.get(PAUSE_ENV):  # tests kill the update here
-            import time
+                return None if shown != generation else _where(outputs["changes"], grid_moved)
 
-            time.sleep(float(os.environ[PAUSE_ENV]))
+            result.run(update_band, threads=numba.get_num_threads())
+        state.clear()  # the maps closed (their pages written back by the system)
+        if os.environ.get(PAUSE_ENV):  # tests kill the update here
+            from time import sleep
+
+            sleep(float(os.environ[PAUSE_ENV]))
         _write_json_atomic(directory / MANIFEST, dict(manifest, generation=generation + 1, rows=total,
                                                       dates=_dates_json(all_dates), last_update_dates=n_new))
         summary = result.summary
@@ -389,10 +395,11 @@ def _mark_result(root, group, dates, summary: dict, generation: int) -> None:
 
 
 class _ResultBands:
-    """The result and ``alert`` of a saved state's Zarr store (the open ``group``), written
-    band by band of grid rows (:data:`BAND_PIXELS`): in place into the chunk files where
-    they are raw bytes (:class:`_ChunkFiles`), else through zarr in whole chunk rows; by
-    threads while the next band is computed. Counts the statuses, breaks and alerts."""
+    """The result and ``alert`` of a saved state's Zarr store (the open ``group``), computed
+    and written band by band of grid rows (:data:`BAND_PIXELS`), each band by one thread
+    (:meth:`run`): in place into the chunk files where they are raw bytes
+    (:class:`_ChunkFiles`), else through zarr in whole chunk rows. Counts the statuses,
+    breaks and alerts."""
 
     def __init__(self, group):
         self.grid = tuple(group["status"].shape)
@@ -403,60 +410,65 @@ class _ResultBands:
         height = math.lcm(*(array.chunks[0] for name, array in self.arrays.items() if self.in_place[name] is None))
         self.band_rows = height * max(1, BAND_PIXELS // max(self.row_pixels * height, 1))
         self.lanes = min(self.band_rows, self.grid[0]) * self.row_pixels
-        # two sets of output buffers, a band's reused two bands later once written: no new
-        # memory per band (whose first touch costs more than the band's result)
-        self.buffers = [nrt.result_buffers(self.lanes) for _ in range(2)]
         self.codes = np.zeros(256, dtype=np.int64)  # status counts, by the code's byte
         self.breaks = self.alerts = 0
-        self.writes: list[list] = []
+        self.counting = threading.Lock()
 
-    def __enter__(self):
-        self.pool = ThreadPoolExecutor(max_workers=4)
-        return self
+    def run(self, compute, threads: int = 1) -> None:
+        """Call ``compute(band, pixels, outputs)`` for every band (its grid rows, its flat
+        pixels, the buffers of :func:`tscube.bfast.nrt.result_buffers` its result goes to),
+        on ``threads`` threads, and write each band's result from the thread that computed
+        it (where ``compute`` returns: as :func:`_where`, or None for everywhere). One
+        thread per core, each doing all of a band's work, keeps every core busy without
+        more threads than cores; each thread reuses its buffers (the first touch of new
+        memory costs more than a band's result)."""
+        scratch = threading.local()
 
-    def __exit__(self, *exc):
-        try:
-            for write in (write for band_writes in self.writes for write in band_writes):
-                write.result()
-        finally:
-            self.pool.shutdown()
-
-    def bands(self):
-        """``(band, pixels, outputs)`` for each band: its grid rows, its flat pixels and the
-        buffers its result goes to (:func:`tscube.bfast.nrt.result_buffers`)."""
-        for i, first_row in enumerate(range(0, self.grid[0], self.band_rows)):
-            band = slice(first_row, min(self.grid[0], first_row + self.band_rows))
+        def band_work(band: slice) -> None:
+            if not hasattr(scratch, "outputs"):
+                scratch.outputs = nrt.result_buffers(self.lanes)
             pixels = slice(band.start * self.row_pixels, band.stop * self.row_pixels)
-            if i >= 2:  # the buffers of band i - 2, once written
-                for write in self.writes[i - 2]:
-                    write.result()
-            buffers = self.buffers[i % 2]
-            yield band, pixels, {name: buffer[:pixels.stop - pixels.start] for name, buffer in buffers.items()}
+            outputs = {name: buffer[:pixels.stop - pixels.start] for name, buffer in scratch.outputs.items()}
+            self._put(band, outputs, compute(band, pixels, outputs))
 
-    def put(self, band: slice, outputs: dict, where: dict | None) -> None:
+        bands = [slice(row, min(self.grid[0], row + self.band_rows)) for row in range(0, self.grid[0], self.band_rows)]
+        if threads <= 1:
+            for band in bands:
+                band_work(band)
+            return
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            futures = [pool.submit(band_work, band) for band in bands]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
+    def _put(self, band: slice, outputs: dict, where: dict | None) -> None:
         """Write a band's result (``where``: as :func:`_where`, or None for everywhere)."""
         where = where or {}
-        self.writes.append([self.pool.submit(self._put, name, outputs[name], band, where.get(name))
-                            for name in self.names])
-        self.codes += np.bincount(outputs["status"].view(np.uint8), minlength=256)
-        self.breaks += int(np.count_nonzero(outputs["break_index"] >= 0))
-        self.alerts += int(np.count_nonzero(outputs["alert"]))
-
-    def _put(self, name, values, band, where):
         shape = (band.stop - band.start,) + self.grid[1:]
-        where = None if where is None else where.reshape(shape)
-        if self.in_place[name] is not None:
-            self.in_place[name].write_rows(values.reshape(shape), band, where)
-        elif where is None or where.any():
-            self.arrays[name][band] = values.reshape(shape).astype(self.arrays[name].dtype, copy=False)
+        for name in self.names:
+            values, mask = outputs[name].reshape(shape), where.get(name)
+            mask = None if mask is None else mask.reshape(shape)
+            if self.in_place[name] is not None:
+                self.in_place[name].write_rows(values, band, mask)
+            elif mask is None or mask.any():
+                self.arrays[name][band] = values.astype(self.arrays[name].dtype, copy=False)
+        codes = np.bincount(outputs["status"].view(np.uint8), minlength=256)
+        breaks, alerts = int(np.count_nonzero(outputs["break_index"] >= 0)), int(np.count_nonzero(outputs["alert"]))
+        with self.counting:
+            self.codes += codes
+            self.breaks += breaks
+            self.alerts += alerts
 
     @property
     def summary(self) -> dict:
-        """The status counts, breaks, alerts and pixels of the bands put (all written)."""
+        """The status counts, breaks, alerts and pixels of the bands written."""
         from .result import BfastStatus
 
-        for write in (write for band_writes in self.writes for write in band_writes):
-            write.result()
         counts = {int(np.uint8(code).view(np.int8)): int(self.codes[code]) for code in np.flatnonzero(self.codes)}
         return {"status_counts": {BfastStatus(code).name: n for code, n in sorted(counts.items())},
                 "breaks": self.breaks, "alerts": self.alerts, "pixels": int(np.prod(self.grid))}
@@ -480,12 +492,14 @@ def write_result(root, model: dict) -> dict:
     time = build_time_axis(dates, model["freq"]).time
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
-        with _ResultBands(group) as result:
-            for band, pixels, outputs in result.bands():
-                part = nrt.state_part(state, pixels)
-                nrt.state_result(part, model, dates, out=outputs, time=time)
-                np.greater_equal(part["break_index"], n_old, out=outputs["alert"])
-                result.put(band, outputs, None)
+        result = _ResultBands(group)
+
+        def result_band(band: slice, pixels: slice, outputs: dict) -> None:
+            part = nrt.state_part(state, pixels)
+            nrt.state_result(part, model, dates, out=outputs, time=time)
+            np.greater_equal(part["break_index"], n_old, out=outputs["alert"])
+
+        result.run(result_band)  # one band at a time, each on every core
         summary = result.summary
         _mark_result(root, group, dates, summary, generation)
     return summary

@@ -122,7 +122,7 @@ HOT = HOT_SCALARS + ("median_window",)
 STATIC = tuple(name for name in STATE_FIELDS if name not in HOT and name != "residuals")
 #: ``inf_added`` of :func:`_advance` when no infinite value came.
 _NO_INF = np.zeros(0, dtype=np.int32)
-#: The arrays a result is computed into by lane (:func:`_result_lane`; ``_advance``'s
+#: The arrays a result is computed into by lane (:func:`_result_block`; ``_advance``'s
 #: ``out``): the outputs of ``bfast_monitor`` but ``n_history`` (which the fit sets), then
 #: ``alert`` and ``changes`` (bits: what can differ from the result before an update).
 RESULT_OUTPUTS = ("status", "break_index", "break_time", "history_start", "sigma", "magnitude", "statistic",
@@ -292,6 +292,12 @@ def _window_median(hot, q, count, below, above):
     return 0.5 * (hot[q, _WINDOW + lower] + hot[q, _WINDOW + upper])
 
 
+#: Lanes that the kernels update and put in the result at a time (:func:`_advance_block`
+#: then :func:`_result_block`: their records stay in the core's cache between the two),
+#: and the parallel kernels' unit of work.
+BLOCK = 1024
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h, critval,
              cusum, tail, residuals, count_valid, inf_added, hot, time, alert_from, out):
@@ -313,17 +319,49 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
     ``out``: the arrays of :data:`RESULT_OUTPUTS` over the lanes, where the result of each
     lane goes as it is updated (on the time axis ``time``: ``alert`` where its break index
     is ``alert_from`` or later; ``changes``, :data:`CHANGED_STATUS` ... bits of what differs
-    from the result before), or arrays of size 0 for no result."""
-    P = Y.shape[1]
+    from the result before), or arrays of size 0 for no result.
+
+    Blocks of :data:`BLOCK` lanes on every core; :func:`_advance_serial` is the same on the
+    calling thread."""
+    for block in prange((Y.shape[1] + BLOCK - 1) // BLOCK):
+        first = block * BLOCK
+        stop = min(first + BLOCK, Y.shape[1])
+        _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h,
+                       critval, cusum, tail, residuals, count_valid, inf_added, hot, out[14])
+        if out[0].size:
+            _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_begin, sigma, time,
+                          beta.shape[0], codes, alert_from, out)
+
+
+@njit(cache=True, nogil=True)
+def _advance_serial(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h,
+                    critval, cusum, tail, residuals, count_valid, inf_added, hot, time, alert_from, out):
+    """:func:`_advance` on the calling thread alone, for a band of lanes updated on a thread
+    of its own (:func:`tscube.bfast._nrt_store.update_files`)."""
+    for first in range(0, Y.shape[1], BLOCK):
+        stop = min(first + BLOCK, Y.shape[1])
+        _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h,
+                       critval, cusum, tail, residuals, count_valid, inf_added, hot, out[14])
+        if out[0].size:
+            _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_begin, sigma, time,
+                          beta.shape[0], codes, alert_from, out)
+
+
+@njit(cache=True, nogil=True)
+def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h, critval,
+                   cusum, tail, residuals, count_valid, inf_added, hot, changes):
+    """Lanes ``first`` to ``stop`` of :func:`_advance`, their records and residuals (and the
+    bits of ``changes``, when it is not empty). The lanes' work is written out here, with
+    no call that takes arrays per lane but the median window's: numba counts references
+    to every array a call or a tuple passes, which costs more than a lane's arithmetic."""
     T = Y.shape[0]
     k = beta.shape[0]
-    with_result = out[0].size > 0
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
     # the residual leaving the MOSUM window with each lane's first new value, and the row of
     # the one after it: loads scattered over the residual rows, in a loop of their own
-    leaving_value = np.empty(P)
-    leaving_next = np.full(P, -1, dtype=np.int64)
-    for p in prange(P):
+    leaving_value = np.empty(stop - first)
+    leaving_next = np.full(stop - first, -1, dtype=np.int64)
+    for p in range(first, stop):
         q = pixel0 + p
         m = np.int64(hot[p, _N_MONITOR])
         w = int(math.floor(h * n_history[q]))
@@ -335,12 +373,12 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
         if not valid:  # its window stays as it is
             continue
         oldest = np.int64(hot[p, _LEAVING])
-        leaving_value[p] = residuals[oldest, q]
+        leaving_value[p - first] = residuals[oldest, q]
         oldest += 1
         while oldest < offset and math.isnan(residuals[oldest, q]):  # none after the old rows: the new value's
             oldest += 1
-        leaving_next[p] = oldest
-    for p in prange(P):
+        leaving_next[p - first] = oldest
+    for p in range(first, stop):
         q = pixel0 + p
         count = np.int64(hot[p, _N_MONITOR])
         n_valid = np.int64(hot[p, _N_VALID])
@@ -351,7 +389,7 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
         predicted = hot[p, _FITTED_SUM]
         total = hot[p, _PROCESS_SUM]
         biggest = hot[p, _STATISTIC]
-        first = old[3]
+        first_break = old[3]
         oldest = np.int64(hot[p, _LEAVING])
         filled = np.int64(hot[p, _MEDIAN_COUNT])
         below = np.int64(hot[p, _MEDIAN_BELOW])
@@ -396,10 +434,11 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
                     out_value = tail[m, q]
                 elif w == 0:
                     out_value = r
-                elif leaving_next[p] >= 0:  # ... or the monitoring residual m - w, gathered
-                    out_value = leaving_value[p]
-                    oldest = row if leaving_next[p] == offset else leaving_next[p]  # offset: only new rows follow
-                    leaving_next[p] = -1
+                elif leaving_next[p - first] >= 0:  # ... or the monitoring residual m - w, gathered
+                    out_value = leaving_value[p - first]
+                    gathered = leaving_next[p - first]
+                    oldest = row if gathered == offset else gathered  # offset: only new rows follow
+                    leaving_next[p - first] = -1
                 else:  # ... or the monitoring residual m - w, whose row is ``oldest``
                     out_value = residuals[oldest, q]
                     oldest += 1
@@ -411,10 +450,10 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
                 size = abs(value)
                 if size > biggest:
                     biggest = size
-                if first >= 0 or not (cusum or size > flat_bound):  # the log only when needed
+                if first_break >= 0 or not (cusum or size > flat_bound):  # the log only when needed
                     continue
                 if size > process_bound((n + m + 1) / n, critval, cusum):  # t from the history start
-                    first = index[i]
+                    first_break = index[i]
             if seen:
                 if not _holds_median(filled, below, above):
                     filled, below, above = _rebuild_window(hot, p, filled + below + above, residuals, q,
@@ -428,55 +467,64 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
         hot[p, _FITTED_SUM] = predicted
         hot[p, _PROCESS_SUM] = total
         hot[p, _STATISTIC] = biggest
-        hot[p, _BREAK_INDEX] = first
+        hot[p, _BREAK_INDEX] = first_break
         hot[p, _LEAVING] = oldest
         hot[p, _MEDIAN_COUNT] = filled
         hot[p, _MEDIAN_BELOW] = below
         hot[p, _MEDIAN_ABOVE] = above
         hot[p, _MAGNITUDE] = median
-        if with_result:
-            _result_lane(p, kind, n_valid, count, n_inf, first, biggest, total, predicted, median, n,
-                         history_begin[q], sigma[q], time, k, codes, out)
-            out[13][p] = first >= alert_from
-            out[14][p] = (CHANGED_STATUS * (((old[1] == 0) != (n_valid == 0)) or ((old[0] == 0) != (count == 0)))
-                          + CHANGED_BREAK * (old[3] != first) + CHANGED_INF * (old[2] != n_inf))
+        if changes.size:
+            changes[p] = (CHANGED_STATUS * (((old[1] == 0) != (n_valid == 0)) or ((old[0] == 0) != (count == 0)))
+                          + CHANGED_BREAK * (old[3] != first_break) + CHANGED_INF * (old[2] != n_inf))
 
 
-@njit(cache=True)
-def _result_lane(p, code, n_valid, n_monitor, n_inf, break_index, statistic, process_sum, fitted_sum, magnitude, n,
-                 begin, s, time, k, codes, out):
-    """The result of lane ``p`` into ``out`` (the arrays of :data:`RESULT_OUTPUTS`) from its
-    state: its fit's status ``code`` (the byte), counts, first break, running sums and
-    magnitude, history size ``n``, history start index ``begin`` and sigma ``s``. The
-    status is the fit's, or no monitoring data, or all missing; the outputs that it gives
+@njit(cache=True, nogil=True)
+def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_begin, sigma, time, k, codes,
+                  alert_from, out):
+    """The result of lanes ``first`` to ``stop`` into ``out`` (the arrays of
+    :data:`RESULT_OUTPUTS`, ``changes`` not written; ``alert`` where it is not empty: the
+    break index is ``alert_from`` or later) from their records ``hot`` and the fit's
+    arrays (pixel ``pixel0 + p`` for lane ``p``) on the time axis ``time``. The status is
+    the fit's, or no monitoring data, or all missing; the outputs that it gives
     (``codes[0]``: fitted codes, ``codes[1]``: monitored ones), NaN / -1 elsewhere."""
     nan = np.nan
     (status, break_index_out, break_time, history_start, sigma_out, magnitude_out, statistic_out, mosum_mean, rmse,
-     relative_magnitude, n_valid_out, n_monitor_out, n_inf_out) = out[:13]
-    n_valid_out[p] = n_valid
-    n_monitor_out[p] = n_monitor
-    n_inf_out[p] = n_inf
-    if codes[0, code] and n_monitor == 0:
-        code = np.uint8(_NO_MONITORING_DATA)
-    if n_valid == 0:
-        code = np.uint8(_ALL_MISSING)
-    status[p] = np.int8(code)
-    monitored = codes[1, code]
-    with_fit = monitored or code == _PERFECT_FIT
-    broke = monitored and break_index >= 0
-    break_index_out[p] = break_index if broke else -1
-    break_time[p] = time[break_index] if broke else nan
-    history_start[p] = time[begin] if begin >= 0 else nan
-    statistic_out[p] = statistic if monitored else nan
-    mosum_mean[p] = process_sum / n_monitor if monitored else nan
-    if not with_fit:
-        sigma_out[p] = magnitude_out[p] = rmse[p] = relative_magnitude[p] = nan
-        return
-    sigma_out[p] = s
-    magnitude_out[p] = magnitude
-    rmse[p] = math.sqrt(s * s * (n - k) / n)  # s * s: the bits of numpy's sigma ** 2
-    expected = fitted_sum / n_monitor
-    relative_magnitude[p] = magnitude / expected if expected != 0 else nan
+     relative_magnitude, n_valid_out, n_monitor_out, n_inf_out, alert, _) = out
+    for p in range(first, stop):
+        q = pixel0 + p
+        n_valid = np.int64(hot[p, _N_VALID])
+        n_monitor = np.int64(hot[p, _N_MONITOR])
+        break_index = np.int64(hot[p, _BREAK_INDEX])
+        n_valid_out[p] = n_valid
+        n_monitor_out[p] = n_monitor
+        n_inf_out[p] = np.int64(hot[p, _N_INF])
+        if alert.size:
+            alert[p] = break_index >= alert_from
+        code = fitted_status[q]
+        if codes[0, code] and n_monitor == 0:
+            code = np.uint8(_NO_MONITORING_DATA)
+        if n_valid == 0:
+            code = np.uint8(_ALL_MISSING)
+        status[p] = np.int8(code)
+        monitored = codes[1, code]
+        broke = monitored and break_index >= 0
+        break_index_out[p] = break_index if broke else -1
+        break_time[p] = time[break_index] if broke else nan
+        begin = history_begin[q]
+        history_start[p] = time[begin] if begin >= 0 else nan
+        statistic_out[p] = hot[p, _STATISTIC] if monitored else nan
+        mosum_mean[p] = hot[p, _PROCESS_SUM] / n_monitor if monitored else nan
+        if not (monitored or code == _PERFECT_FIT):
+            sigma_out[p] = magnitude_out[p] = rmse[p] = relative_magnitude[p] = nan
+            continue
+        s = sigma[q]
+        n = n_history[q]
+        magnitude = hot[p, _MAGNITUDE]
+        sigma_out[p] = s
+        magnitude_out[p] = magnitude
+        rmse[p] = math.sqrt(s * s * (n - k) / n)  # s * s: the bits of numpy's sigma ** 2
+        expected = hot[p, _FITTED_SUM] / n_monitor
+        relative_magnitude[p] = magnitude / expected if expected != 0 else nan
 
 
 # --------------------------------------------------------------------------------------
@@ -635,21 +683,24 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
 
 
 def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict, pixel0: int = 0,
-                   count_valid: bool = False, inf_added: np.ndarray = _NO_INF, result: tuple = ()) -> None:
+                   count_valid: bool = False, inf_added: np.ndarray = _NO_INF, result: tuple = (),
+                   serial: bool = False) -> None:
     """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in
     place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN).
     The fit's arrays of ``state`` and its residual rows may cover more pixels than ``Y``:
     their columns from ``pixel0`` on are the lanes of ``Y`` (a band of a saved state), the
     others are left alone; its records ``hot`` have a row per lane, updated in place;
     ``count_valid``, ``inf_added``: see :func:`_advance`; ``result``: ``(time, alert_from, out)``, the lanes' result
-    computed on the way (``out``: a dict of :func:`result_buffers`)."""
+    computed on the way (``out``: a dict of :func:`result_buffers`); ``serial``: on the
+    calling thread alone (:func:`_advance_serial`), else on every core."""
     offset = state["residuals"].shape[0] - Y.shape[0]
     time, alert_from, out = result if result else (_NO_TIME, 0, None)
-    _advance(Y, X, rows.astype(np.int64), offset, pixel0, state["fitted_status"].view(np.uint8), _CODE_KINDS,
-             state["coefficients"], state["sigma"], state["n_history"], state["history_begin"], model["h"],
-             model["critval"], model["type"] == "OLS-CUSUM", state["tail"], state["residuals"], count_valid,
-             inf_added, state["hot"], time, alert_from,
-             _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
+    kernel = _advance_serial if serial else _advance
+    kernel(Y, X, rows.astype(np.int64), offset, pixel0, state["fitted_status"].view(np.uint8), _CODE_KINDS,
+           state["coefficients"], state["sigma"], state["n_history"], state["history_begin"], model["h"],
+           model["critval"], model["type"] == "OLS-CUSUM", state["tail"], state["residuals"], count_valid,
+           inf_added, state["hot"], time, alert_from,
+           _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
 
 
 def _more_rows(rows: np.ndarray, extra: int) -> np.ndarray:
@@ -729,7 +780,7 @@ def state_result(state: dict, model: dict, dates, out: dict | None = None,
     (into the arrays of ``out`` when given: one per output, shaped as the state's lanes,
     ``n_history`` optional; ``time``: the time axis of ``dates``, when the caller has it).
 
-    Every output of ``OUTPUT_DTYPES`` needs a line in :func:`_result_lanes` (one added
+    Every output of ``OUTPUT_DTYPES`` needs a line in :func:`_result_block` (one added
     there stays NaN until it has one; the equality tests compare every output with the
     full run)."""
     time = build_time_axis(dates, model["freq"]).time if time is None else time
@@ -746,12 +797,11 @@ def state_result(state: dict, model: dict, dates, out: dict | None = None,
 
 @njit(parallel=True, cache=True)
 def _result_lanes(fitted_status, hot, n_history, history_begin, sigma, time, k, codes, out):
-    """The result of every lane in one pass from its record ``hot[p]`` (:func:`_result_lane`)."""
-    for p in prange(fitted_status.shape[0]):
-        _result_lane(p, fitted_status[p], np.int64(hot[p, _N_VALID]), np.int64(hot[p, _N_MONITOR]),
-                     np.int64(hot[p, _N_INF]), np.int64(hot[p, _BREAK_INDEX]), hot[p, _STATISTIC],
-                     hot[p, _PROCESS_SUM], hot[p, _FITTED_SUM], hot[p, _MAGNITUDE], n_history[p], history_begin[p],
-                     sigma[p], time, k, codes, out)
+    """The result of every lane from its record ``hot[p]`` (:func:`_result_block`), in blocks
+    of :data:`BLOCK` lanes on every core."""
+    for block in prange((hot.shape[0] + BLOCK - 1) // BLOCK):
+        _result_block(block * BLOCK, min(block * BLOCK + BLOCK, hot.shape[0]), 0, fitted_status, hot, n_history,
+                      history_begin, sigma, time, k, codes, 0, out)
 
 
 def result_buffers(n_pixels: int) -> dict[str, np.ndarray]:
