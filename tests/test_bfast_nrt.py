@@ -366,7 +366,9 @@ def test_median_window_is_exact(size):
             residuals[i, 0] = v
             count, below, above = nrt._window_insert(v, record, 0, count, below, above, size)
             if not nrt._holds_median(count, below, above):
-                count, below, above = nrt._rebuild_window(record, 0, count + below + above, residuals, 0, size)
+                old = (i + 1) // 2  # the committed rows, then the new ones
+                count, below, above = nrt._rebuild_window(record, 0, count + below + above, residuals, 0, old,
+                                                          residuals[old:i + 1], size)
                 rebuilds += 1
             assert below + count + above == i + 1
             np.testing.assert_array_equal(window[:count, 0], np.sort(series[:i + 1])[below:below + count])

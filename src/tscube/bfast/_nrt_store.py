@@ -206,13 +206,18 @@ class _Records:
             done += got
 
     def write(self, rows: np.ndarray, first: int) -> None:
-        view = memoryview(rows).cast("B")
-        done, at = 0, self.offset + first * rows.strides[0]
-        while done < len(view):
-            wrote = os.pwrite(self.handle.fileno(), view[done:], at + done)
-            if wrote <= 0:
-                raise OSError(f"could not write {self.path}")
-            done += wrote
+        _write_all(self.handle.fileno(), rows, self.offset + first * rows.strides[0], self.path)
+
+
+def _write_all(fd: int, data: np.ndarray, at: int, path: Path) -> None:
+    """The bytes of ``data`` (contiguous) into the file ``fd`` from offset ``at``."""
+    view = memoryview(data).cast("B")
+    done = 0
+    while done < len(view):
+        wrote = os.pwrite(fd, view[done:], at + done)
+        if wrote <= 0:
+            raise OSError(f"could not write {path}")
+        done += wrote
 
 
 class _ChunkFiles:
@@ -330,12 +335,11 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
     _slot_file(following / HOT_FILE, np.load(current / HOT_FILE, mmap_mode="r"))
     path = directory / RESIDUALS
     total = rows + n_new
-    with open(path, "r+b") as handle:  # the committed rows stay; later ones are this update's, NaN
-        handle.seek(rows * n_pixels * 8)
-        handle.write(memoryview(np.full(n_new * n_pixels, np.nan)).cast("B"))
-        if os.fstat(handle.fileno()).st_size > total * n_pixels * 8:  # rows of a killed, longer update
-            handle.truncate()
-    state = dict(static, residuals=_residual_rows(path, (total, n_pixels), "r+"))
+    with open(path, "r+b") as handle:  # the committed rows stay; later ones are this update's
+        handle.truncate(total * n_pixels * 8)  # (rows of a killed, longer update cut)
+        if n_new:  # blocks allocated now: a full disk then fails before the update writes anything
+            os.posix_fallocate(handle.fileno(), rows * n_pixels * 8, n_new * n_pixels * 8)
+    state = dict(static, residuals=_residual_rows(path, (rows, n_pixels), "c"))
     grid_moved = not np.array_equal(build_time_axis(dates, model["freq"]).time, time[:len(dates)])
     with _quiet_zarr():
         group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
@@ -343,19 +347,25 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
         result = _ResultBands(group)
         scratch = threading.local()
         with _Records(current / HOT_FILE, "rb", n_pixels) as source, \
-                _Records(following / HOT_FILE, "r+b", n_pixels) as target:
+                _Records(following / HOT_FILE, "r+b", n_pixels) as target, open(path, "r+b") as residual_file:
 
             def update_band(band: slice, pixels: slice, outputs: dict) -> dict | None:
                 # the records go through a buffer, read from the committed slot and written
-                # to the other (files: writing a map faults on every page, ~30 ns per pixel)
+                # to the other (files: writing a map faults on every page, ~30 ns per pixel);
+                # the band's new residuals too, a row at a time past the committed rows
                 if not hasattr(scratch, "record"):
                     scratch.record = np.empty((result.lanes, nrt.HOT_WIDTH))
-                part = scratch.record[:pixels.stop - pixels.start]
+                    scratch.fresh = np.empty(n_new * result.lanes)
+                lanes = pixels.stop - pixels.start
+                part, fresh = scratch.record[:lanes], scratch.fresh[:n_new * lanes].reshape(n_new, lanes)
+                fresh.fill(np.nan)
                 Y, inf_added = nrt._as_lanes(values[:, pixels], model["nodata"])
                 source.read(part, pixels.start)
                 nrt._advance_state(nrt.with_hot(state, part), Y, new, X, model, pixel0=pixels.start, count_valid=True,
-                                   inf_added=inf_added, result=(time, len(dates), outputs), serial=True)
+                                   inf_added=inf_added, result=(time, len(dates), outputs), serial=True, fresh=fresh)
                 target.write(part, pixels.start)
+                for i, row in enumerate(fresh):
+                    _write_all(residual_file.fileno(), row, ((rows + i) * n_pixels + pixels.start) * 8, path)
                 return None if shown != generation else _where(outputs["changes"], grid_moved)
 
             result.run(update_band, threads=numba.get_num_threads())

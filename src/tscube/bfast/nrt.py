@@ -258,14 +258,15 @@ def _holds_median(count, below, above):
 
 
 @njit(cache=True)
-def _rebuild_window(hot, q, n, residuals, column, size):
+def _rebuild_window(hot, q, n, residuals, column, offset, fresh, size):
     """Refill the median window of pixel ``q`` (``size`` columns of the record ``hot[q]``)
-    from its ``n`` residuals (the non-NaN values of ``residuals[:, column]``), centred on
-    their middle ranks; returns ``(count, below, above)``."""
+    from its ``n`` residuals (the non-NaN values of ``residuals[:offset, column]`` and of
+    the new rows ``fresh[:, q]``), centred on their middle ranks; returns ``(count, below,
+    above)``."""
     values = np.empty(n)
     m = 0
-    for t in range(residuals.shape[0]):
-        r = residuals[t, column]
+    for t in range(offset + fresh.shape[0]):
+        r = residuals[t, column] if t < offset else fresh[t - offset, q]
         if not math.isnan(r):
             values[m] = r
             m += 1
@@ -300,9 +301,10 @@ BLOCK = 1024
 
 @njit(parallel=True, cache=True, nogil=True)
 def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h, critval,
-             cusum, tail, residuals, count_valid, inf_added, hot, time, alert_from, out):
+             cusum, tail, residuals, fresh, count_valid, inf_added, hot, time, alert_from, out):
     """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
-    design rows ``X``, residual rows from ``offset``): residuals, the MOSUM window, the
+    design rows ``X``; their residuals go to ``fresh``, ``(T, lanes)``: the residual rows
+    from ``offset`` on, after ``residuals[:offset]``): residuals, the MOSUM window, the
     process (OLS-MOSUM, or OLS-CUSUM if ``cusum``) and its running statistics, the first
     boundary crossing, the median window and the magnitude. Fitted lanes get residuals
     and a magnitude, monitored ones (fitted, sigma > 0) the process: the kinds of each
@@ -314,7 +316,8 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
     Lane ``p`` (column ``p`` of ``Y``) is row ``p`` of the records ``hot``
     (:data:`HOT_SCALARS`), updated in place, and pixel ``q = pixel0 + p`` of the fit's
     arrays (``fitted_status``, ``beta``, ``sigma``, ``n_history``, ``history_begin``,
-    ``tail``) and of the residual rows.
+    ``tail``) and of ``residuals``, and column ``p`` of ``fresh`` (NaN where a lane has no
+    residual: the caller's fill).
 
     ``out``: the arrays of :data:`RESULT_OUTPUTS` over the lanes, where the result of each
     lane goes as it is updated (on the time axis ``time``: ``alert`` where its break index
@@ -327,7 +330,7 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
         first = block * BLOCK
         stop = min(first + BLOCK, Y.shape[1])
         _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h,
-                       critval, cusum, tail, residuals, count_valid, inf_added, hot, out[14])
+                       critval, cusum, tail, residuals, fresh, count_valid, inf_added, hot, out[14])
         if out[0].size:
             _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_begin, sigma, time,
                           beta.shape[0], codes, alert_from, out)
@@ -335,13 +338,13 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
 
 @njit(cache=True, nogil=True)
 def _advance_serial(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h,
-                    critval, cusum, tail, residuals, count_valid, inf_added, hot, time, alert_from, out):
+                    critval, cusum, tail, residuals, fresh, count_valid, inf_added, hot, time, alert_from, out):
     """:func:`_advance` on the calling thread alone, for a band of lanes updated on a thread
     of its own (:func:`tscube.bfast._nrt_store.update_files`)."""
     for first in range(0, Y.shape[1], BLOCK):
         stop = min(first + BLOCK, Y.shape[1])
         _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h,
-                       critval, cusum, tail, residuals, count_valid, inf_added, hot, out[14])
+                       critval, cusum, tail, residuals, fresh, count_valid, inf_added, hot, out[14])
         if out[0].size:
             _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_begin, sigma, time,
                           beta.shape[0], codes, alert_from, out)
@@ -349,7 +352,7 @@ def _advance_serial(Y, X, index, offset, pixel0, fitted_status, codes, beta, sig
 
 @njit(cache=True, nogil=True)
 def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h, critval,
-                   cusum, tail, residuals, count_valid, inf_added, hot, changes):
+                   cusum, tail, residuals, fresh, count_valid, inf_added, hot, changes):
     """Lanes ``first`` to ``stop`` of :func:`_advance`, their records and residuals (and the
     bits of ``changes``, when it is not empty). The lanes' work is written out here, with
     no call that takes arrays per lane but the median window's: numba counts references
@@ -420,7 +423,7 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                 for a in range(k):  # as _residual, from the lane's coefficients in place
                     r -= X[i, a] * beta[a, q]
                 row = offset + i
-                residuals[row, q] = r
+                fresh[i, p] = r
                 predicted += y - r
                 rsum += r
                 filled, below, above = _window_insert(r, hot, p, filled, below, above, MEDIAN_WINDOW)
@@ -439,10 +442,10 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                     gathered = leaving_next[p - first]
                     oldest = row if gathered == offset else gathered  # offset: only new rows follow
                     leaving_next[p - first] = -1
-                else:  # ... or the monitoring residual m - w, whose row is ``oldest``
-                    out_value = residuals[oldest, q]
+                else:  # ... or the monitoring residual m - w, whose row is ``oldest`` (maybe a new one)
+                    out_value = residuals[oldest, q] if oldest < offset else fresh[oldest - offset, p]
                     oldest += 1
-                    while math.isnan(residuals[oldest, q]):
+                    while math.isnan(residuals[oldest, q] if oldest < offset else fresh[oldest - offset, p]):
                         oldest += 1
                 wsum += r - out_value
                 value = (rsum if cusum else wsum) * scale
@@ -456,8 +459,8 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                     first_break = index[i]
             if seen:
                 if not _holds_median(filled, below, above):
-                    filled, below, above = _rebuild_window(hot, p, filled + below + above, residuals, q,
-                                                           MEDIAN_WINDOW)
+                    filled, below, above = _rebuild_window(hot, p, filled + below + above, residuals, q, offset,
+                                                           fresh, MEDIAN_WINDOW)
                 median = _window_median(hot, p, filled, below, above)
         hot[p, _N_MONITOR] = count
         hot[p, _N_VALID] = n_valid
@@ -684,23 +687,27 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
 
 def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, model: dict, pixel0: int = 0,
                    count_valid: bool = False, inf_added: np.ndarray = _NO_INF, result: tuple = (),
-                   serial: bool = False) -> None:
+                   serial: bool = False, fresh: np.ndarray | None = None) -> None:
     """Monitor the new rows ``Y`` (time indices ``rows``, design ``X``) into ``state``, in
-    place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN).
-    The fit's arrays of ``state`` and its residual rows may cover more pixels than ``Y``:
-    their columns from ``pixel0`` on are the lanes of ``Y`` (a band of a saved state), the
-    others are left alone; its records ``hot`` have a row per lane, updated in place;
-    ``count_valid``, ``inf_added``: see :func:`_advance`; ``result``: ``(time, alert_from, out)``, the lanes' result
-    computed on the way (``out``: a dict of :func:`result_buffers`); ``serial``: on the
-    calling thread alone (:func:`_advance_serial`), else on every core."""
-    offset = state["residuals"].shape[0] - Y.shape[0]
+    place; their residuals go to the last ``len(Y)`` rows of ``state["residuals"]`` (NaN),
+    or to ``fresh`` (``len(Y)`` rows of NaN, a column per lane) when given, after all the
+    rows of ``state["residuals"]``. The fit's arrays of ``state`` and its residual rows
+    may cover more pixels than ``Y``: their columns from ``pixel0`` on are the lanes of
+    ``Y`` (a band of a saved state, with ``fresh``), the others are left alone; its
+    records ``hot`` have a row per lane, updated in place; ``count_valid``,
+    ``inf_added``: see :func:`_advance`; ``result``: ``(time, alert_from, out)``, the
+    lanes' result computed on the way (``out``: a dict of :func:`result_buffers`);
+    ``serial``: on the calling thread alone (:func:`_advance_serial`), else on every core."""
+    residuals = state["residuals"]
+    if fresh is None:
+        fresh = residuals[residuals.shape[0] - Y.shape[0]:]
+        residuals = residuals[:residuals.shape[0] - Y.shape[0]]
     time, alert_from, out = result if result else (_NO_TIME, 0, None)
     kernel = _advance_serial if serial else _advance
-    kernel(Y, X, rows.astype(np.int64), offset, pixel0, state["fitted_status"].view(np.uint8), _CODE_KINDS,
-           state["coefficients"], state["sigma"], state["n_history"], state["history_begin"], model["h"],
-           model["critval"], model["type"] == "OLS-CUSUM", state["tail"], state["residuals"], count_valid,
-           inf_added, state["hot"], time, alert_from,
-           _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
+    kernel(Y, X, rows.astype(np.int64), residuals.shape[0], pixel0, state["fitted_status"].view(np.uint8),
+           _CODE_KINDS, state["coefficients"], state["sigma"], state["n_history"], state["history_begin"], model["h"],
+           model["critval"], model["type"] == "OLS-CUSUM", state["tail"], residuals, fresh, count_valid, inf_added,
+           state["hot"], time, alert_from, _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
 
 
 def _more_rows(rows: np.ndarray, extra: int) -> np.ndarray:
