@@ -63,6 +63,10 @@ GENERATION_ATTR = "tscube_state_generation"
 #: chunk rows where an array is written through zarr): an update's band of records (15
 #: MiB) stays in the cache between its read, its update and its write.
 BAND_PIXELS = 1 << 16
+#: Lanes whose records an update reads, updates and writes at a time (1 MiB of records,
+#: with their residuals and result: they stay in a core's L2 cache from the read to the
+#: write, where a whole band's records went back and forth to memory three times).
+RECORD_LANES = 4096
 #: Environment variable (tests): seconds to wait between an update's writes and its commit.
 PAUSE_ENV = "TSCUBE_TEST_NRT_PAUSE"
 
@@ -295,7 +299,7 @@ class _ChunkFiles:
             os.close(fd)
 
 
-def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int, dict]:
+def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -> tuple[int, dict]:
     """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
     ``root``, rewrite its result and commit; returns the new generation and the result's
     summary (:attr:`_ResultBands.summary`).
@@ -310,9 +314,8 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
     came, the break where it changed, ``n_inf`` where it grew, the times of the breaks
     and history starts only if the dates' grid moved; the others wherever. The result is
     written before the commit, under the attribute ``tscube_state_generation = -1``: a
-    kill leaves a result that :func:`repair_result` rewrites from the committed state."""
-    import zarr
-
+    kill leaves a result that :func:`repair_result` rewrites from the committed state.
+    ``group``: the store opened by :func:`open_result`, when the caller has it."""
     from ..runs import _quiet_zarr
     from ..timeaxis import build_time_axis
 
@@ -325,7 +328,8 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
     if values.shape[1] != n_pixels:
         raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
     n_new = len(all_dates) - len(dates)
-    shown = result_generation(root)
+    group = open_result(root) if group is None else group
+    shown = result_generation(group)
 
     # copy-on-write maps: typed as the in-memory state's arrays (one compiled kernel), and
     # nothing written to them could reach the files
@@ -342,7 +346,6 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
     state = dict(static, residuals=_residual_rows(path, (rows, n_pixels), "c"))
     grid_moved = not np.array_equal(build_time_axis(dates, model["freq"]).time, time[:len(dates)])
     with _quiet_zarr():
-        group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
         group.attrs.update({GENERATION_ATTR: -1})  # being rewritten
         result = _ResultBands(group)
         scratch = threading.local()
@@ -350,22 +353,28 @@ def update_files(root, model: dict, values: np.ndarray, new_dates) -> tuple[int,
                 _Records(following / HOT_FILE, "r+b", n_pixels) as target, open(path, "r+b") as residual_file:
 
             def update_band(band: slice, pixels: slice, outputs: dict) -> dict | None:
-                # the records go through a buffer, read from the committed slot and written
-                # to the other (files: writing a map faults on every page, ~30 ns per pixel);
-                # the band's new residuals too, a row at a time past the committed rows
+                # a part of the band at a time, small enough to stay in the core's cache
+                # while its records are read from the committed slot into a buffer, updated
+                # and written to the other (files: writing a map faults on every page) and
+                # its new residuals written past the committed rows
                 if not hasattr(scratch, "record"):
-                    scratch.record = np.empty((result.lanes, nrt.HOT_WIDTH))
-                    scratch.fresh = np.empty(n_new * result.lanes)
-                lanes = pixels.stop - pixels.start
-                part, fresh = scratch.record[:lanes], scratch.fresh[:n_new * lanes].reshape(n_new, lanes)
-                fresh.fill(np.nan)
-                Y, inf_added = nrt._as_lanes(values[:, pixels], model["nodata"])
-                source.read(part, pixels.start)
-                nrt._advance_state(nrt.with_hot(state, part), Y, new, X, model, pixel0=pixels.start, count_valid=True,
-                                   inf_added=inf_added, result=(time, len(dates), outputs), serial=True, fresh=fresh)
-                target.write(part, pixels.start)
-                for i, row in enumerate(fresh):
-                    _write_all(residual_file.fileno(), row, ((rows + i) * n_pixels + pixels.start) * 8, path)
+                    scratch.record = np.empty((RECORD_LANES, nrt.HOT_WIDTH))
+                    scratch.fresh = np.empty(n_new * RECORD_LANES)
+                for first in range(pixels.start, pixels.stop, RECORD_LANES):
+                    lanes = slice(first, min(pixels.stop, first + RECORD_LANES))
+                    size = lanes.stop - lanes.start
+                    part, fresh = scratch.record[:size], scratch.fresh[:n_new * size].reshape(n_new, size)
+                    fresh.fill(np.nan)
+                    Y, inf_added = nrt._as_lanes(values[:, lanes], model["nodata"])
+                    source.read(part, first)
+                    at = slice(first - pixels.start, lanes.stop - pixels.start)
+                    nrt._advance_state(dict(state, hot=part), Y, new, X, model, pixel0=first, count_valid=True,
+                                       inf_added=inf_added, result=(time, len(dates), {
+                                           name: output[at] for name, output in outputs.items()}),
+                                       serial=True, fresh=fresh)
+                    target.write(part, first)
+                    for i, row in enumerate(fresh):
+                        _write_all(residual_file.fileno(), row, ((rows + i) * n_pixels + first) * 8, path)
                 return None if shown != generation else _where(outputs["changes"], grid_moved)
 
             result.run(update_band, threads=numba.get_num_threads())
@@ -401,7 +410,8 @@ def _mark_result(root, group, dates, summary: dict, generation: int) -> None:
                         "status_counts": ", ".join(f"{k}: {v}" for k, v in summary["status_counts"].items()),
                         "breaks_found": summary["breaks"]})
     group.attrs.update({GENERATION_ATTR: int(generation)})
-    zarr.consolidate_metadata(str(root))
+    if group.metadata.consolidated_metadata is None:  # (an update changes no array's metadata)
+        zarr.consolidate_metadata(str(root))
 
 
 class _ResultBands:
@@ -484,15 +494,13 @@ class _ResultBands:
                 "breaks": self.breaks, "alerts": self.alerts, "pixels": int(np.prod(self.grid))}
 
 
-def write_result(root, model: dict) -> dict:
+def write_result(root, model: dict, group=None) -> dict:
     """Rewrite the whole result and ``alert`` in the Zarr store ``root`` from its committed
     state, in bands of rows (:class:`_ResultBands`) computed on every core, then its
     attributes (the generation shown last); returns the summary of
     :attr:`_ResultBands.summary`. An update writes its result as it goes
     (:func:`update_files`); this is for a result that shows another state
-    (:func:`repair_result`)."""
-    import zarr
-
+    (:func:`repair_result`; ``group``: the store opened by :func:`open_result`)."""
     from ..runs import _quiet_zarr
     from ..timeaxis import build_time_axis
 
@@ -500,8 +508,8 @@ def write_result(root, model: dict) -> dict:
     state, dates, generation = load_state(root, mmap_mode="r")
     n_old = len(dates) - int(manifest["last_update_dates"])
     time = build_time_axis(dates, model["freq"]).time
+    group = open_result(root) if group is None else group
     with _quiet_zarr():
-        group = zarr.open_group(str(root), mode="r+", use_consolidated=False)
         result = _ResultBands(group)
 
         def result_band(band: slice, pixels: slice, outputs: dict) -> None:
@@ -515,22 +523,34 @@ def write_result(root, model: dict) -> dict:
     return summary
 
 
-def result_generation(root) -> int | None:
+def open_result(root, mode: str = "r+"):
+    """The Zarr group of a saved state's result, opened once for an update: its arrays'
+    metadata from the consolidated metadata where the store has it (one file read, where
+    opening each array reads its own; an update changes no array's metadata, and attribute
+    updates keep the consolidated block), its attributes from its own metadata document."""
     import zarr
 
     from ..runs import _quiet_zarr
 
     with _quiet_zarr():
-        value = zarr.open_group(str(root), mode="r", use_consolidated=False).attrs.get(GENERATION_ATTR)
+        return zarr.open_group(str(root), mode=mode, use_consolidated=None)
+
+
+def result_generation(result) -> int | None:
+    """The state generation that a saved state's result shows (None: unmarked); ``result``:
+    the store's path or its group opened by :func:`open_result`."""
+    group = open_result(result, "r") if isinstance(result, (str, os.PathLike)) else result
+    value = group.attrs.get(GENERATION_ATTR)
     return None if value is None else int(value)
 
 
-def repair_result(root, model: dict) -> bool:
-    """Rewrite the result of ``root`` when it does not show the committed state (an update
-    killed while writing it); True if it did."""
-    if result_generation(root) == int(read_manifest(root)["generation"]):
+def repair_result(root, model: dict, group=None) -> bool:
+    """Rewrite the result of ``root`` (its open ``group``, when the caller has it) when it does
+    not show the committed state (an update killed while writing it); True if it did."""
+    group = open_result(root) if group is None else group
+    if result_generation(group) == int(read_manifest(root)["generation"]):
         return False
-    write_result(root, model)
+    write_result(root, model, group)
     return True
 
 

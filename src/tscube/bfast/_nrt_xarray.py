@@ -135,8 +135,6 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | N
     Returns the :class:`~tscube.runs.RunSummary`, or None when there was no new date."""
     import time
 
-    import zarr
-
     from ..runs import RECORD_NAME, RunSummary, _exclusive, _quiet_zarr, _read_json, run_chunked
 
     output = Path(output)
@@ -160,11 +158,11 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | N
                              "tscube monitor --update); pass --overwrite to fit a new one")
         if not store.has_state(output):  # the fit was killed while its state was moved
             store.adopt_dataset_state(output)
+        group = store.open_result(output)
         with _quiet_zarr():
-            group = zarr.open_group(str(output), mode="r", use_consolidated=False)
             model = nrt.model_from_attrs(group.attrs)
             grid = tuple(group["status"].shape)
-        if store.repair_result(output, model):
+        if store.repair_result(output, model, group):
             echo(f"rewrote the result of {output.name} (an update was interrupted while writing it)")
         dates = store.state_dates(output)
         _, wanted = _probe(dates, start, engine, template_args)
@@ -190,7 +188,7 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | N
             raise ValueError(f"the input's grid {tuple(new_da.sizes[d] for d in pixel_dims)} is not the state's {grid}")
         _check_same_georeference(new_da, output, pixel_dims)
         values = np.asarray(new_da.transpose("time", *pixel_dims).values).reshape(len(positions), -1)
-        _, counts = store.update_files(output, model, values, input_dates[positions])
+        _, counts = store.update_files(output, model, values, input_dates[positions], group)
         return RunSummary(pixels=int(np.prod(grid, dtype=np.int64)), status_counts=counts["status_counts"],
                           breaks=counts["breaks"], seconds=time.perf_counter() - began, chunks=1, chunks_computed=1,
                           sessions=1, output=str(output))

@@ -214,7 +214,7 @@ def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tai
         perfect[p] = s <= PERFECT_FIT_RTOL * ymax
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _window_insert(v, hot, q, count, below, above, size):
     """Insert the residual ``v`` into the sorted median window of pixel ``q`` (``size``
     columns of the record ``hot[q]`` from :data:`_WINDOW`, ``count`` filled,
@@ -278,7 +278,7 @@ def _rebuild_window(hot, q, n, residuals, column, offset, fresh, size):
     return count, below, m - below - count
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _window_median(hot, q, count, below, above):
     """The median of all residuals of pixel ``q`` from a window that holds the middle
     ranks (as :func:`tscube.bfast._cpu._median`: the middle value, or ``0.5 (a + b)``);
@@ -286,11 +286,9 @@ def _window_median(hot, q, count, below, above):
     n = below + count + above
     if n == 0:
         return np.nan
-    lower = (n - 1) // 2 - below
-    upper = n // 2 - below
-    if lower == upper:
-        return hot[q, _WINDOW + lower]
-    return 0.5 * (hot[q, _WINDOW + lower] + hot[q, _WINDOW + upper])
+    lower = hot[q, _WINDOW + (n - 1) // 2 - below]
+    upper = hot[q, _WINDOW + n // 2 - below]  # the same slot for an odd count
+    return lower if (n & 1) == 1 else 0.5 * (lower + upper)  # both loaded: a select, no branch
 
 
 #: Lanes that the kernels update and put in the result at a time (:func:`_advance_block`
@@ -299,7 +297,7 @@ def _window_median(hot, q, count, below, above):
 BLOCK = 1024
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h, critval,
              cusum, tail, residuals, fresh, count_valid, inf_added, hot, time, alert_from, out):
     """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
@@ -336,7 +334,7 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
                           beta.shape[0], codes, alert_from, out)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _advance_serial(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h,
                     critval, cusum, tail, residuals, fresh, count_valid, inf_added, hot, time, alert_from, out):
     """:func:`_advance` on the calling thread alone, for a band of lanes updated on a thread
@@ -350,38 +348,67 @@ def _advance_serial(Y, X, index, offset, pixel0, fitted_status, codes, beta, sig
                           beta.shape[0], codes, alert_from, out)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h, critval,
                    cusum, tail, residuals, fresh, count_valid, inf_added, hot, changes):
     """Lanes ``first`` to ``stop`` of :func:`_advance`, their records and residuals (and the
-    bits of ``changes``, when it is not empty). The lanes' work is written out here, with
-    no call that takes arrays per lane but the median window's: numba counts references
-    to every array a call or a tuple passes, which costs more than a lane's arithmetic."""
+    bits of ``changes``, when it is not empty). Lanes without a new value keep their record
+    untouched; the others go through three loops: which windows move, the residuals that
+    leave them (scattered loads, issued without branches on their values), then the
+    update. The lanes' work is written out here, with no call that takes arrays per lane
+    but the median window's: numba counts references to every array a call or a tuple
+    passes, which costs more than a lane's arithmetic."""
     T = Y.shape[0]
     k = beta.shape[0]
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
-    # the residual leaving the MOSUM window with each lane's first new value, and the row of
-    # the one after it: loads scattered over the residual rows, in a loop of their own
-    leaving_value = np.empty(stop - first)
-    leaving_next = np.full(stop - first, -1, dtype=np.int64)
+    if changes.size:
+        changes[first:stop] = 0
+    # the lanes with a new value or a new infinite one (the records of the others stay as
+    # they are), compacted without a branch
+    active = np.empty(stop - first, dtype=np.int64)
+    n_active = 0
     for p in range(first, stop):
+        new_values = 0
+        for i in range(T):
+            new_values += not math.isnan(Y[i, p])
+        active[n_active] = p
+        n_active += (new_values > 0) | (inf_added.size > 0 and inf_added[p] > 0)
+    # the residual leaving the MOSUM window with each lane's first new value (row ``oldest``)
+    # and the row of the one after it: loads scattered over the residual rows, issued in a
+    # loop without branches on their values, then the rows after a missing one scanned
+    gathers = np.empty(n_active, dtype=np.int64)  # active indices whose window moves
+    n_gathers = 0
+    for a in range(n_active):
+        p = active[a]
         q = pixel0 + p
         m = np.int64(hot[p, _N_MONITOR])
         w = int(math.floor(h * n_history[q]))
-        if not codes[1, fitted_status[q]] or w == 0 or m < w:
-            continue
         valid = False
         for i in range(T):
             valid |= not math.isnan(Y[i, p])
-        if not valid:  # its window stays as it is
-            continue
+        gathers[n_gathers] = a
+        n_gathers += codes[1, fitted_status[q]] and w > 0 and m >= w and valid
+    leaving_value = np.empty(n_active)
+    following = np.empty(n_active)  # the residual after ``oldest`` (NaN: missing, or none among the old rows)
+    leaving_next = np.full(n_active, -1, dtype=np.int64)
+    for g in range(n_gathers):
+        a = gathers[g]
+        p = active[a]
+        q = pixel0 + p
         oldest = np.int64(hot[p, _LEAVING])
-        leaving_value[p - first] = residuals[oldest, q]
-        oldest += 1
-        while oldest < offset and math.isnan(residuals[oldest, q]):  # none after the old rows: the new value's
-            oldest += 1
-        leaving_next[p - first] = oldest
-    for p in range(first, stop):
+        leaving_value[a] = residuals[oldest, q]
+        following[a] = residuals[oldest + 1, q] if oldest + 1 < offset else 1.0
+        leaving_next[a] = oldest + 1 if oldest + 1 < offset else offset
+    for g in range(n_gathers):
+        a = gathers[g]
+        if math.isnan(following[a]):
+            q = pixel0 + active[a]
+            oldest = leaving_next[a] + 1
+            while oldest < offset and math.isnan(residuals[oldest, q]):  # none after the old rows: the new value's
+                oldest += 1
+            leaving_next[a] = oldest
+    for a in range(n_active):
+        p = active[a]
         q = pixel0 + p
         count = np.int64(hot[p, _N_MONITOR])
         n_valid = np.int64(hot[p, _N_VALID])
@@ -412,7 +439,6 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
             count += new_values
         else:
             w = int(math.floor(h * n))
-            scale = 1.0 / (sigma[q] * math.sqrt(n)) if monitored else 0.0
             seen = False
             for i in range(T):
                 y = Y[i, p]
@@ -420,8 +446,8 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                     continue
                 seen = True
                 r = y
-                for a in range(k):  # as _residual, from the lane's coefficients in place
-                    r -= X[i, a] * beta[a, q]
+                for c in range(k):  # as _residual, from the lane's coefficients in place
+                    r -= X[i, c] * beta[c, q]
                 row = offset + i
                 fresh[i, p] = r
                 predicted += y - r
@@ -433,15 +459,16 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                     oldest = row
                 if not monitored:
                     continue
+                scale = 1.0 / (sigma[q] * math.sqrt(n))
                 if m < w:  # the residual leaving the window: a history one ...
                     out_value = tail[m, q]
                 elif w == 0:
                     out_value = r
-                elif leaving_next[p - first] >= 0:  # ... or the monitoring residual m - w, gathered
-                    out_value = leaving_value[p - first]
-                    gathered = leaving_next[p - first]
+                elif leaving_next[a] >= 0:  # ... or the monitoring residual m - w, gathered
+                    out_value = leaving_value[a]
+                    gathered = leaving_next[a]
                     oldest = row if gathered == offset else gathered  # offset: only new rows follow
-                    leaving_next[p - first] = -1
+                    leaving_next[a] = -1
                 else:  # ... or the monitoring residual m - w, whose row is ``oldest`` (maybe a new one)
                     out_value = residuals[oldest, q] if oldest < offset else fresh[oldest - offset, p]
                     oldest += 1
@@ -481,7 +508,7 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                           + CHANGED_BREAK * (old[3] != first_break) + CHANGED_INF * (old[2] != n_inf))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_begin, sigma, time, k, codes,
                   alert_from, out):
     """The result of lanes ``first`` to ``stop`` into ``out`` (the arrays of
@@ -1146,8 +1173,6 @@ def update_saved(path, data, dates=None, *, time_dim: str = "time") -> np.ndarra
     number of dates so far. Killed at any point, the saved state is the previous one or
     the new one, and the same call again finishes the same update with the same bytes.
     """
-    import zarr
-
     from ..runs import _exclusive, _quiet_zarr
     from . import _nrt_store as store
 
@@ -1156,14 +1181,14 @@ def update_saved(path, data, dates=None, *, time_dim: str = "time") -> np.ndarra
         raise ValueError(f"{path.name} holds no monitoring state (save a BfastMonitor to .zarr, or run "
                          "tscube monitor --update)")
     with _exclusive(path.with_name(f"{path.name}.nrt")):
+        group = store.open_result(path)
         with _quiet_zarr():
-            group = zarr.open_group(str(path), mode="r", use_consolidated=False)
             model = model_from_attrs(group.attrs)
             pixel_shape = tuple(group["status"].shape)
-        store.repair_result(path, model)
+        store.repair_result(path, model, group)
         values, new_dates, _, _, shape = _as_input(data, dates, time_dim)
         if shape != pixel_shape:
             raise ValueError(f"new images are shaped {shape}, the state {pixel_shape}")
-        store.update_files(path, model, values, new_dates)
+        store.update_files(path, model, values, new_dates, group)
         with _quiet_zarr():
-            return np.asarray(zarr.open_array(str(path / "alert"), mode="r")[...], dtype=bool)
+            return np.asarray(group["alert"][...], dtype=bool)
