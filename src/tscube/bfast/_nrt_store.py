@@ -231,14 +231,25 @@ class _ChunkFiles:
     zarr would write (edge chunks padded with the fill value, no file for a chunk that is
     all fill), without replacing each chunk file whole; a band's rows of a chunk are
     contiguous in its file, so a band covering part of a chunk is written without reading
-    the rest. ``None`` from :meth:`of` for any other layout."""
+    the rest. The chunk files stay open until :meth:`close` (an update writes each of them
+    from several bands). ``None`` from :meth:`of` for any other layout."""
 
     def __init__(self, array, folder: Path):
+        import itertools
+
         self.array, self.folder = array, folder
-        self.creating = threading.Lock()  # bands of one chunk row may be written by two threads
+        self.lock = threading.Lock()  # bands of one chunk row may be written by two threads
         self.chunks, self.shape = tuple(array.chunks), tuple(array.shape)
         self.dtype = np.dtype(array.dtype).newbyteorder("<")
         self.fill = array.fill_value
+        self.chunk_bytes = int(np.prod(self.chunks, dtype=np.int64)) * self.dtype.itemsize
+        self.row_bytes = int(np.prod(self.chunks[1:], dtype=np.int64)) * self.dtype.itemsize
+        # the chunks of a row of chunks: their index and where they lie in a row of the array
+        self.tiles = [(tile, tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(tile, self.chunks[1:],
+                                                                                       self.shape[1:])))
+                      for tile in itertools.product(*(range(-(-n // c)) for n, c in zip(self.shape[1:],
+                                                                                       self.chunks[1:])))]
+        self.files: dict[tuple, int | None] = {}  # chunk -> open file (None: none, all fill)
 
     @classmethod
     def of(cls, array):
@@ -252,51 +263,69 @@ class _ChunkFiles:
             return None
         return cls(array, Path(array.store.root) / array.path)
 
-    def write_rows(self, values: np.ndarray, band: slice, where: np.ndarray | None = None) -> None:
+    def write_rows(self, values: np.ndarray, band: slice, where: np.ndarray | None = None,
+                   scratch: np.ndarray | None = None) -> None:
         """``values`` ``(band rows,) + shape[1:]`` into rows ``band`` of the array; with
-        ``where`` (shaped as ``values``), only into the chunks where it has a True."""
-        import itertools
-
-        first, rest = self.chunks[0], self.chunks[1:]
-        inner = int(np.prod(rest, dtype=np.int64))
-        tiles = itertools.product(*(range(-(-n // c)) for n, c in zip(self.shape[1:], rest)))
-        for tile in tiles:
-            inside = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(tile, rest, self.shape[1:]))
-            for row_tile in range(band.start // first, (band.stop - 1) // first + 1):
-                lo, hi = max(band.start, row_tile * first), min(band.stop, (row_tile + 1) * first)
-                region = (slice(lo - band.start, hi - band.start),) + inside
+        ``where`` (shaped as ``values``), only into the chunks where it has a True;
+        ``scratch``: bytes to copy a chunk's part of the band into (new memory otherwise)."""
+        first = self.chunks[0]
+        for row_tile in range(band.start // first, (band.stop - 1) // first + 1):
+            lo, hi = max(band.start, row_tile * first), min(band.stop, (row_tile + 1) * first)
+            rows = slice(lo - band.start, hi - band.start)
+            for tile, inside in self.tiles:
+                region = (rows,) + inside
                 if where is not None and not where[region].any():
                     continue
                 part = values[region]
-                if part.shape[1:] == rest:
-                    block = np.ascontiguousarray(part, dtype=self.dtype)
-                else:  # an edge chunk: zarr pads it with the fill value
-                    block = np.full((hi - lo,) + rest, self.fill, dtype=self.dtype)
+                size = (hi - lo) * self.row_bytes
+                if part.shape[1:] != self.chunks[1:]:  # an edge chunk: zarr pads it with the fill value
+                    block = np.full((hi - lo,) + self.chunks[1:], self.fill, dtype=self.dtype)
                     block[(slice(None),) + tuple(slice(0, s.stop - s.start) for s in inside)] = part
-                self._write(self.folder / self.array.metadata.encode_chunk_key((row_tile,) + tile),
-                            (lo - row_tile * first) * inner * self.dtype.itemsize, block)
+                elif part.flags.c_contiguous and part.dtype == self.dtype:
+                    block = part
+                else:
+                    block = (np.empty(size, np.uint8) if scratch is None or scratch.nbytes < size
+                             else scratch[:size]).view(self.dtype).reshape(part.shape)
+                    np.copyto(block, part)
+                self._write((row_tile,) + tile, (lo - row_tile * first) * self.row_bytes, block)
 
-    def _write(self, path: Path, offset: int, block: np.ndarray) -> None:
-        size = int(np.prod(self.chunks, dtype=np.int64)) * self.dtype.itemsize
-        try:
+    def _file(self, chunk: tuple, block: np.ndarray) -> int | None:
+        """The open chunk file of ``chunk``; made whole first (of fill values) when it is
+        missing and ``block`` is not all fill (None, none made, when it is)."""
+        fd = self.files.get(chunk, -1)
+        if fd is not None and fd >= 0:
+            return fd
+        with self.lock:
+            fd = self.files.get(chunk, -1)
+            if fd is not None and fd >= 0:
+                return fd
+            path = self.folder / self.array.metadata.encode_chunk_key(chunk)
+            if not path.exists():  # zarr stores no chunk that is all fill: keep it so, or make it whole
+                fill = np.isnan(block) if self.dtype.kind == "f" and np.isnan(self.fill) else block == self.fill
+                if fill.all():
+                    return None
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(path.name + ".tmp")
+                np.full(self.chunks, self.fill, dtype=self.dtype).tofile(tmp)
+                os.replace(tmp, path)
             fd = os.open(path, os.O_WRONLY)
-        except FileNotFoundError:  # zarr stores no chunk that is all fill: keep it so, or make it whole first
-            fill = np.isnan(block) if self.dtype.kind == "f" and np.isnan(self.fill) else block == self.fill
-            if fill.all():
-                return
-            with self.creating:
-                if not path.exists():
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = path.with_name(path.name + ".tmp")
-                    np.full(self.chunks, self.fill, dtype=self.dtype).tofile(tmp)
-                    os.replace(tmp, path)
-            fd = os.open(path, os.O_WRONLY)
-        try:
-            if os.fstat(fd).st_size != size:
+            if os.fstat(fd).st_size != self.chunk_bytes:
+                os.close(fd)
                 raise OSError(f"{path} is not a whole uncompressed chunk")
-            os.pwrite(fd, memoryview(block).cast("B"), offset)
-        finally:
-            os.close(fd)
+            self.files[chunk] = fd
+            return fd
+
+    def _write(self, chunk: tuple, offset: int, block: np.ndarray) -> None:
+        fd = self._file(chunk, block)
+        if fd is not None:
+            _write_all(fd, block, offset, self.folder)
+
+    def close(self) -> None:
+        with self.lock:
+            for fd in self.files.values():
+                if fd is not None and fd >= 0:
+                    os.close(fd)
+            self.files.clear()
 
 
 def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -> tuple[int, dict]:
@@ -447,34 +476,41 @@ class _ResultBands:
         def band_work(band: slice) -> None:
             if not hasattr(scratch, "outputs"):
                 scratch.outputs = nrt.result_buffers(self.lanes)
+                scratch.copy = np.empty(self.lanes * 8, dtype=np.uint8)  # a band's part of a chunk
             pixels = slice(band.start * self.row_pixels, band.stop * self.row_pixels)
             outputs = {name: buffer[:pixels.stop - pixels.start] for name, buffer in scratch.outputs.items()}
-            self._put(band, outputs, compute(band, pixels, outputs))
+            self._put(band, outputs, compute(band, pixels, outputs), scratch.copy)
 
         bands = [slice(row, min(self.grid[0], row + self.band_rows)) for row in range(0, self.grid[0], self.band_rows)]
-        if threads <= 1:
-            for band in bands:
-                band_work(band)
-            return
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            futures = [pool.submit(band_work, band) for band in bands]
-            try:
-                for future in futures:
-                    future.result()
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+        try:
+            if threads <= 1:
+                for band in bands:
+                    band_work(band)
+                return
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                futures = [pool.submit(band_work, band) for band in bands]
+                try:
+                    for future in futures:
+                        future.result()
+                except BaseException:
+                    for future in futures:
+                        future.cancel()
+                    raise
+        finally:
+            for files in self.in_place.values():
+                if files is not None:
+                    files.close()
 
-    def _put(self, band: slice, outputs: dict, where: dict | None) -> None:
-        """Write a band's result (``where``: as :func:`_where`, or None for everywhere)."""
+    def _put(self, band: slice, outputs: dict, where: dict | None, scratch: np.ndarray) -> None:
+        """Write a band's result (``where``: as :func:`_where`, or None for everywhere;
+        ``scratch``: the thread's bytes for the copies of its parts of chunks)."""
         where = where or {}
         shape = (band.stop - band.start,) + self.grid[1:]
         for name in self.names:
             values, mask = outputs[name].reshape(shape), where.get(name)
             mask = None if mask is None else mask.reshape(shape)
             if self.in_place[name] is not None:
-                self.in_place[name].write_rows(values, band, mask)
+                self.in_place[name].write_rows(values, band, mask, scratch)
             elif mask is None or mask.any():
                 self.arrays[name][band] = values.astype(self.arrays[name].dtype, copy=False)
         codes = np.bincount(outputs["status"].view(np.uint8), minlength=256)
