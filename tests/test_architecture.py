@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tscube"
 #: imports only itself and lower layers, never a sibling algorithm.
 LAYERS = {
     # 1. foundations
-    "config": 1, "engines": 1, "timeaxis": 1, "_prefetch": 1, "_cuda_host": 1,
+    "config": 1, "engines": 1, "timeaxis": 1, "_prefetch": 1, "_cuda_host": 1, "_kernel_io": 1,
     "parallel": 1, "datasets": 1,
     # 2. generic machinery that knows no algorithm
     "xarray_blocks": 2, "io": 2, "stac": 2, "runs": 2, "figures": 2,

@@ -43,8 +43,11 @@ from pathlib import Path
 
 import numba
 import numpy as np
+from numba import njit
 
+from .._kernel_io import read_exactly, write_exactly
 from . import nrt
+from .plan import kernel_nodata
 
 #: The directory of the state inside a saved state's Zarr store.
 STATE_DIR = ".tscube-state"
@@ -185,7 +188,9 @@ def _slot_file(path: Path, like: np.ndarray) -> None:
 
 
 class _Records:
-    """The records of a slot's ``.npy`` file, read and written by rows at their offsets."""
+    """The records of a slot's ``.npy`` file, checked (shape, type, layout) and opened for
+    the update kernel's reads or writes of rows at their offsets (``offset``: the first
+    record's byte)."""
 
     def __init__(self, path: Path, mode: str, n_pixels: int):
         mapped = np.load(path, mmap_mode="r")
@@ -199,18 +204,6 @@ class _Records:
 
     def __exit__(self, *exc):
         self.handle.close()
-
-    def read(self, rows: np.ndarray, first: int) -> None:
-        view = memoryview(rows).cast("B")
-        done, at = 0, self.offset + first * rows.strides[0]
-        while done < len(view):
-            got = os.preadv(self.handle.fileno(), [view[done:]], at + done)
-            if got <= 0:
-                raise OSError(f"{self.path} is shorter than its header says")
-            done += got
-
-    def write(self, rows: np.ndarray, first: int) -> None:
-        _write_all(self.handle.fileno(), rows, self.offset + first * rows.strides[0], self.path)
 
 
 def _write_all(fd: int, data: np.ndarray, at: int, path: Path) -> None:
@@ -328,6 +321,50 @@ class _ChunkFiles:
             self.files.clear()
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _update_band(values, nodata, has_nodata, begin, end, X, index, offset, fitted_status, codes, beta, sigma,
+                 n_history, history_begin, h, critval, cusum, tail, residuals, time, alert_from, out, record, source,
+                 source_at, target, target_at, residual_file, residual_at, n_pixels):
+    """Update the pixels ``begin`` to ``end`` of a saved state with the new images
+    ``values`` ``(T, P)`` (any numeric dtype; ``nodata`` as
+    :func:`tscube.bfast.plan.kernel_nodata` gives it): :data:`RECORD_LANES` at a time, their
+    records are read from the committed slot (file ``source``, records from byte
+    ``source_at``) into the thread's buffer ``record``, updated by
+    :func:`tscube.bfast.nrt._advance_block` (their result goes into ``out``, the band's
+    outputs from element 0, on the way) and written to the other slot (``target``, from
+    byte ``target_at``);
+    their new residuals go to ``residual_file`` (row ``i`` of the new dates from byte
+    ``residual_at + 8 i n_pixels``). The fit's arrays and the committed ``residuals`` are
+    indexed by pixel. Returns 0, or -1 where a record could not be read, -2 where a write
+    failed."""
+    T = values.shape[0]
+    width = record.shape[1] * 8
+    for first in range(begin, end, RECORD_LANES):
+        stop = min(end, first + RECORD_LANES)
+        lanes = stop - first
+        hot = record[:lanes]
+        if not read_exactly(source, hot, source_at + first * width):
+            return -1
+        Y = np.empty((T, lanes))
+        inf_added = np.zeros(lanes, dtype=np.int32)
+        if not nrt._lanes_of(values, first, stop, nodata, has_nodata, Y, inf_added):
+            inf_added = inf_added[:0]
+        fresh = np.full((T, lanes), np.nan)
+        changes = out[14][first - begin:stop - begin]
+        for block in range(0, lanes, nrt.BLOCK):
+            last = min(lanes, block + nrt.BLOCK)
+            nrt._advance_block(block, last, Y, X, index, offset, first, fitted_status, codes, beta, sigma, n_history,
+                               h, critval, cusum, tail, residuals, fresh, True, inf_added, hot, changes)
+            nrt._result_block(block, last, first, fitted_status, hot, n_history, history_begin, sigma, time,
+                              beta.shape[0], codes, alert_from, out, first - begin)
+        if not write_exactly(target, hot, target_at + first * width):
+            return -2
+        for i in range(T):
+            if not write_exactly(residual_file, fresh[i], residual_at + (i * n_pixels + first) * 8):
+                return -2
+    return 0
+
+
 def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -> tuple[int, dict]:
     """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
     ``root``, rewrite its result and commit; returns the new generation and the result's
@@ -354,6 +391,9 @@ def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -
     dates = _dates_from_json(manifest["dates"])
     all_dates, time, new, X = nrt.new_design(model, dates, new_dates)  # refuses dates that are not later
     rows, n_pixels = int(manifest["rows"]), int(manifest["pixels"])
+    values = np.ascontiguousarray(values)
+    if values.dtype == bool or not np.issubdtype(values.dtype, np.number) or np.iscomplexobj(values):
+        raise TypeError(f"new images must be a float or integer array, got dtype {values.dtype}")
     if values.shape[1] != n_pixels:
         raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
     n_new = len(all_dates) - len(dates)
@@ -378,32 +418,23 @@ def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -
         group.attrs.update({GENERATION_ATTR: -1})  # being rewritten
         result = _ResultBands(group)
         scratch = threading.local()
+        nodata, has_nodata = kernel_nodata(values, model["nodata"])
+        fit = (X, new.astype(np.int64), rows, state["fitted_status"].view(np.uint8), nrt._CODE_KINDS,
+               state["coefficients"], state["sigma"], state["n_history"], state["history_begin"], model["h"],
+               model["critval"], model["type"] == "OLS-CUSUM", state["tail"], state["residuals"], time, len(dates))
         with _Records(current / HOT_FILE, "rb", n_pixels) as source, \
                 _Records(following / HOT_FILE, "r+b", n_pixels) as target, open(path, "r+b") as residual_file:
 
             def update_band(band: slice, pixels: slice, outputs: dict) -> dict | None:
-                # a part of the band at a time, small enough to stay in the core's cache
-                # while its records are read from the committed slot into a buffer, updated
-                # and written to the other (files: writing a map faults on every page) and
-                # its new residuals written past the committed rows
                 if not hasattr(scratch, "record"):
                     scratch.record = np.empty((RECORD_LANES, nrt.HOT_WIDTH))
-                    scratch.fresh = np.empty(n_new * RECORD_LANES)
-                for first in range(pixels.start, pixels.stop, RECORD_LANES):
-                    lanes = slice(first, min(pixels.stop, first + RECORD_LANES))
-                    size = lanes.stop - lanes.start
-                    part, fresh = scratch.record[:size], scratch.fresh[:n_new * size].reshape(n_new, size)
-                    fresh.fill(np.nan)
-                    Y, inf_added = nrt._as_lanes(values[:, lanes], model["nodata"])
-                    source.read(part, first)
-                    at = slice(first - pixels.start, lanes.stop - pixels.start)
-                    nrt._advance_state(dict(state, hot=part), Y, new, X, model, pixel0=first, count_valid=True,
-                                       inf_added=inf_added, result=(time, len(dates), {
-                                           name: output[at] for name, output in outputs.items()}),
-                                       serial=True, fresh=fresh)
-                    target.write(part, first)
-                    for i, row in enumerate(fresh):
-                        _write_all(residual_file.fileno(), row, ((rows + i) * n_pixels + first) * 8, path)
+                failed = _update_band(values, nodata, has_nodata, pixels.start, pixels.stop, *fit,
+                                      tuple(outputs[name] for name in nrt.RESULT_OUTPUTS), scratch.record,
+                                      source.handle.fileno(), source.offset, target.handle.fileno(), target.offset,
+                                      residual_file.fileno(), rows * n_pixels * 8, n_pixels)
+                if failed:
+                    raise OSError(f"could not read {source.path}" if failed == -1
+                                  else f"could not write {target.path} or {path}")
                 return None if shown != generation else _where(outputs["changes"], grid_moved)
 
             result.run(update_band, threads=numba.get_num_threads())

@@ -510,24 +510,26 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_begin, sigma, time, k, codes,
-                  alert_from, out):
+                  alert_from, out, at=0):
     """The result of lanes ``first`` to ``stop`` into ``out`` (the arrays of
     :data:`RESULT_OUTPUTS`, ``changes`` not written; ``alert`` where it is not empty: the
     break index is ``alert_from`` or later) from their records ``hot`` and the fit's
-    arrays (pixel ``pixel0 + p`` for lane ``p``) on the time axis ``time``. The status is
-    the fit's, or no monitoring data, or all missing; the outputs that it gives
-    (``codes[0]``: fitted codes, ``codes[1]``: monitored ones), NaN / -1 elsewhere."""
+    arrays (pixel ``pixel0 + p`` for lane ``p``, element ``at + p`` of ``out``) on the time
+    axis ``time``. The status is the fit's, or no monitoring data, or all missing; the
+    outputs that it gives (``codes[0]``: fitted codes, ``codes[1]``: monitored ones), NaN /
+    -1 elsewhere."""
     nan = np.nan
     (status, break_index_out, break_time, history_start, sigma_out, magnitude_out, statistic_out, mosum_mean, rmse,
      relative_magnitude, n_valid_out, n_monitor_out, n_inf_out, alert, _) = out
-    for p in range(first, stop):
-        q = pixel0 + p
-        n_valid = np.int64(hot[p, _N_VALID])
-        n_monitor = np.int64(hot[p, _N_MONITOR])
-        break_index = np.int64(hot[p, _BREAK_INDEX])
+    for lane in range(first, stop):
+        p = lane + at  # the outputs' element; the record's row is ``lane``
+        q = pixel0 + lane
+        n_valid = np.int64(hot[lane, _N_VALID])
+        n_monitor = np.int64(hot[lane, _N_MONITOR])
+        break_index = np.int64(hot[lane, _BREAK_INDEX])
         n_valid_out[p] = n_valid
         n_monitor_out[p] = n_monitor
-        n_inf_out[p] = np.int64(hot[p, _N_INF])
+        n_inf_out[p] = np.int64(hot[lane, _N_INF])
         if alert.size:
             alert[p] = break_index >= alert_from
         code = fitted_status[q]
@@ -542,18 +544,18 @@ def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_be
         break_time[p] = time[break_index] if broke else nan
         begin = history_begin[q]
         history_start[p] = time[begin] if begin >= 0 else nan
-        statistic_out[p] = hot[p, _STATISTIC] if monitored else nan
-        mosum_mean[p] = hot[p, _PROCESS_SUM] / n_monitor if monitored else nan
+        statistic_out[p] = hot[lane, _STATISTIC] if monitored else nan
+        mosum_mean[p] = hot[lane, _PROCESS_SUM] / n_monitor if monitored else nan
         if not (monitored or code == _PERFECT_FIT):
             sigma_out[p] = magnitude_out[p] = rmse[p] = relative_magnitude[p] = nan
             continue
         s = sigma[q]
         n = n_history[q]
-        magnitude = hot[p, _MAGNITUDE]
+        magnitude = hot[lane, _MAGNITUDE]
         sigma_out[p] = s
         magnitude_out[p] = magnitude
         rmse[p] = math.sqrt(s * s * (n - k) / n)  # s * s: the bits of numpy's sigma ** 2
-        expected = hot[p, _FITTED_SUM] / n_monitor
+        expected = hot[lane, _FITTED_SUM] / n_monitor
         relative_magnitude[p] = magnitude / expected if expected != 0 else nan
 
 
@@ -582,6 +584,27 @@ def _as_lanes(values: np.ndarray, nodata) -> tuple[np.ndarray, np.ndarray]:
     Y = values.astype(np.float64)
     Y[missing] = np.nan
     return Y, is_inf.sum(axis=0, dtype=np.int32) if is_inf.any() else _NO_INF
+
+
+@njit(cache=True, nogil=True)
+def _lanes_of(values, first, stop, nodata, has_nodata, Y, inf_added):
+    """Pixels ``first`` to ``stop`` of the new images ``values`` ``(T, P)`` (any numeric
+    dtype) into ``Y`` ``(T, stop - first)`` as float64, NaN where missing (NaN, inf, or
+    ``nodata`` as :func:`tscube.bfast.plan.kernel_nodata` gives it, when ``has_nodata``),
+    and their infinite values per lane into ``inf_added``: :func:`_as_lanes` in a kernel.
+    Returns whether any value was infinite."""
+    any_inf = False
+    for i in range(values.shape[0]):
+        for p in range(stop - first):
+            v = np.float64(values[i, first + p])
+            if math.isinf(v):
+                inf_added[p] += 1
+                any_inf = True
+                v = np.nan
+            elif has_nodata and v == nodata:
+                v = np.nan
+            Y[i, p] = v
+    return any_inf
 
 
 def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> dict[str, np.ndarray]:
