@@ -179,10 +179,10 @@ def test_fit_from_any_engine(engine):
 
 def test_state_keeps_window_and_residual_sum():
     """The state's window (the history tail from slot m on, then the monitoring residuals
-    from row ``leaving`` on) holds the last floor(h n) residuals, its sum their sum, and the
-    residual sum is the sum of all residuals from the history start (the OLS-CUSUM's
-    input); the median window holds consecutive ranks around the median: checked against
-    residuals recomputed in NumPy from the state's fit."""
+    from row ``leaving`` on, the first of them kept with it) holds the last floor(h n)
+    residuals, its sum their sum, and the residual sum is the sum of all residuals from the
+    history start (the OLS-CUSUM's input); the median window holds consecutive ranks around
+    the median: checked against residuals recomputed in NumPy from the state's fit."""
     cube = _cube(0.3, shape=(2, 3))
     dates = build_time_axis(cube.dates, 23).time
     monitor = BfastMonitor(float(dates[70]), freq=23, history="all", engine="cpu").fit(cube.data, dates)
@@ -210,7 +210,10 @@ def test_state_keeps_window_and_residual_sum():
         np.testing.assert_array_equal(state["median_window"][:count, p], kept[below:below + count])
         np.testing.assert_allclose(state["window_sum"][p], r[-w:].sum(), rtol=0, atol=1e-13)
         np.testing.assert_allclose(state["residual_sum"][p], r.sum(), rtol=0, atol=1e-13)
-        np.testing.assert_allclose(np.nanmedian(state["residuals"][:, p]), state["magnitude"][p], rtol=0, atol=0)
+        if m >= w and w > 0:  # the next residual to leave the window, kept with its row
+            assert state["leaving_value"][p] == window[0]
+        np.testing.assert_allclose(np.nanmedian(state["residuals"][:, p]), monitor.result().magnitude.ravel()[p],
+                                   rtol=0, atol=0)
 
 
 def test_pickled_monitor_updates_as_the_original():
@@ -226,7 +229,7 @@ def test_pickled_monitor_updates_as_the_original():
     assert alert.any()
     for twin in twins:
         np.testing.assert_array_equal(twin.update(cube.data[90:], cube.dates[90:]), alert)
-        for name in ("break_index", "n_monitor", "magnitude", "median_window"):
+        for name in ("break_index", "n_monitor", "leaving_value", "median_window"):
             np.testing.assert_array_equal(twin.state_[name], monitor.state_[name], err_msg=name)
             assert np.shares_memory(twin.state_[name], twin.state_["hot"]), name
 

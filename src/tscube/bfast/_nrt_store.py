@@ -43,9 +43,7 @@ from pathlib import Path
 
 import numba
 import numpy as np
-from numba import njit
 
-from .._kernel_io import read_exactly, write_exactly
 from . import nrt
 from .plan import kernel_nodata
 
@@ -66,10 +64,6 @@ GENERATION_ATTR = "tscube_state_generation"
 #: chunk rows where an array is written through zarr): an update's band of records (15
 #: MiB) stays in the cache between its read, its update and its write.
 BAND_PIXELS = 1 << 16
-#: Lanes whose records an update reads, updates and writes at a time (1 MiB of records,
-#: with their residuals and result: they stay in a core's L2 cache from the read to the
-#: write, where a whole band's records went back and forth to memory three times).
-RECORD_LANES = 4096
 #: Environment variable (tests): seconds to wait between an update's writes and its commit.
 PAUSE_ENV = "TSCUBE_TEST_NRT_PAUSE"
 
@@ -321,50 +315,6 @@ class _ChunkFiles:
             self.files.clear()
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def _update_band(values, nodata, has_nodata, begin, end, X, index, offset, fitted_status, codes, beta, sigma,
-                 n_history, history_begin, h, critval, cusum, tail, residuals, time, alert_from, out, record, source,
-                 source_at, target, target_at, residual_file, residual_at, n_pixels):
-    """Update the pixels ``begin`` to ``end`` of a saved state with the new images
-    ``values`` ``(T, P)`` (any numeric dtype; ``nodata`` as
-    :func:`tscube.bfast.plan.kernel_nodata` gives it): :data:`RECORD_LANES` at a time, their
-    records are read from the committed slot (file ``source``, records from byte
-    ``source_at``) into the thread's buffer ``record``, updated by
-    :func:`tscube.bfast.nrt._advance_block` (their result goes into ``out``, the band's
-    outputs from element 0, on the way) and written to the other slot (``target``, from
-    byte ``target_at``);
-    their new residuals go to ``residual_file`` (row ``i`` of the new dates from byte
-    ``residual_at + 8 i n_pixels``). The fit's arrays and the committed ``residuals`` are
-    indexed by pixel. Returns 0, or -1 where a record could not be read, -2 where a write
-    failed."""
-    T = values.shape[0]
-    width = record.shape[1] * 8
-    for first in range(begin, end, RECORD_LANES):
-        stop = min(end, first + RECORD_LANES)
-        lanes = stop - first
-        hot = record[:lanes]
-        if not read_exactly(source, hot, source_at + first * width):
-            return -1
-        Y = np.empty((T, lanes))
-        inf_added = np.zeros(lanes, dtype=np.int32)
-        if not nrt._lanes_of(values, first, stop, nodata, has_nodata, Y, inf_added):
-            inf_added = inf_added[:0]
-        fresh = np.full((T, lanes), np.nan)
-        changes = out[14][first - begin:stop - begin]
-        for block in range(0, lanes, nrt.BLOCK):
-            last = min(lanes, block + nrt.BLOCK)
-            nrt._advance_block(block, last, Y, X, index, offset, first, fitted_status, codes, beta, sigma, n_history,
-                               h, critval, cusum, tail, residuals, fresh, True, inf_added, hot, changes)
-            nrt._result_block(block, last, first, fitted_status, hot, n_history, history_begin, sigma, time,
-                              beta.shape[0], codes, alert_from, out, first - begin)
-        if not write_exactly(target, hot, target_at + first * width):
-            return -2
-        for i in range(T):
-            if not write_exactly(residual_file, fresh[i], residual_at + (i * n_pixels + first) * 8):
-                return -2
-    return 0
-
-
 def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -> tuple[int, dict]:
     """Monitor the new images ``values`` ``(T, P)`` at ``new_dates`` into the state of
     ``root``, rewrite its result and commit; returns the new generation and the result's
@@ -425,17 +375,18 @@ def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -
         with _Records(current / HOT_FILE, "rb", n_pixels) as source, \
                 _Records(following / HOT_FILE, "r+b", n_pixels) as target, open(path, "r+b") as residual_file:
 
-            def update_band(band: slice, pixels: slice, outputs: dict) -> dict | None:
+            def update_band(band: slice, pixels: slice, outputs: dict) -> tuple[dict | None, np.ndarray]:
                 if not hasattr(scratch, "record"):
-                    scratch.record = np.empty((RECORD_LANES, nrt.HOT_WIDTH))
-                failed = _update_band(values, nodata, has_nodata, pixels.start, pixels.stop, *fit,
+                    scratch.record = np.empty((nrt.RECORD_LANES, nrt.HOT_WIDTH))
+                tally = np.zeros(258, dtype=np.int64)
+                failed = nrt.update_band_files(values, nodata, has_nodata, pixels.start, pixels.stop, *fit,
                                       tuple(outputs[name] for name in nrt.RESULT_OUTPUTS), scratch.record,
                                       source.handle.fileno(), source.offset, target.handle.fileno(), target.offset,
-                                      residual_file.fileno(), rows * n_pixels * 8, n_pixels)
+                                      residual_file.fileno(), rows * n_pixels * 8, n_pixels, tally)
                 if failed:
                     raise OSError(f"could not read {source.path}" if failed == -1
                                   else f"could not write {target.path} or {path}")
-                return None if shown != generation else _where(outputs["changes"], grid_moved)
+                return None if shown != generation else _where(outputs["changes"], grid_moved), tally
 
             result.run(update_band, threads=numba.get_num_threads())
         state.clear()  # the maps closed (their pages written back by the system)
@@ -498,7 +449,8 @@ class _ResultBands:
         """Call ``compute(band, pixels, outputs)`` for every band (its grid rows, its flat
         pixels, the buffers of :func:`tscube.bfast.nrt.result_buffers` its result goes to),
         on ``threads`` threads, and write each band's result from the thread that computed
-        it (where ``compute`` returns: as :func:`_where`, or None for everywhere). One
+        it (where ``compute`` returns ``(where, tally)``: where, as :func:`_where`, or None
+        for everywhere; the band's counts, as :func:`tscube.bfast.nrt.update_band_files` makes them, or None). One
         thread per core, each doing all of a band's work, keeps every core busy without
         more threads than cores; each thread reuses its buffers (the first touch of new
         memory costs more than a band's result)."""
@@ -510,7 +462,7 @@ class _ResultBands:
                 scratch.copy = np.empty(self.lanes * 8, dtype=np.uint8)  # a band's part of a chunk
             pixels = slice(band.start * self.row_pixels, band.stop * self.row_pixels)
             outputs = {name: buffer[:pixels.stop - pixels.start] for name, buffer in scratch.outputs.items()}
-            self._put(band, outputs, compute(band, pixels, outputs), scratch.copy)
+            self._put(band, outputs, *compute(band, pixels, outputs), scratch.copy)
 
         bands = [slice(row, min(self.grid[0], row + self.band_rows)) for row in range(0, self.grid[0], self.band_rows)]
         try:
@@ -532,9 +484,11 @@ class _ResultBands:
                 if files is not None:
                     files.close()
 
-    def _put(self, band: slice, outputs: dict, where: dict | None, scratch: np.ndarray) -> None:
-        """Write a band's result (``where``: as :func:`_where`, or None for everywhere;
-        ``scratch``: the thread's bytes for the copies of its parts of chunks)."""
+    def _put(self, band: slice, outputs: dict, where: dict | None, tally: np.ndarray | None,
+             scratch: np.ndarray) -> None:
+        """Write a band's result and count it (``where``: as :func:`_where`, or None for
+        everywhere; ``tally``: its counts, when the kernel made them; ``scratch``: the
+        thread's bytes for the copies of its parts of chunks)."""
         where = where or {}
         shape = (band.stop - band.start,) + self.grid[1:]
         for name in self.names:
@@ -544,8 +498,11 @@ class _ResultBands:
                 self.in_place[name].write_rows(values, band, mask, scratch)
             elif mask is None or mask.any():
                 self.arrays[name][band] = values.astype(self.arrays[name].dtype, copy=False)
-        codes = np.bincount(outputs["status"].view(np.uint8), minlength=256)
-        breaks, alerts = int(np.count_nonzero(outputs["break_index"] >= 0)), int(np.count_nonzero(outputs["alert"]))
+        if tally is None:
+            codes = np.bincount(outputs["status"].view(np.uint8), minlength=256)
+            breaks, alerts = int(np.count_nonzero(outputs["break_index"] >= 0)), int(np.count_nonzero(outputs["alert"]))
+        else:
+            codes, breaks, alerts = tally[:256], int(tally[256]), int(tally[257])
         with self.counting:
             self.codes += codes
             self.breaks += breaks
@@ -579,10 +536,11 @@ def write_result(root, model: dict, group=None) -> dict:
     with _quiet_zarr():
         result = _ResultBands(group)
 
-        def result_band(band: slice, pixels: slice, outputs: dict) -> None:
+        def result_band(band: slice, pixels: slice, outputs: dict) -> tuple[None, None]:
             part = nrt.state_part(state, pixels)
             nrt.state_result(part, model, dates, out=outputs, time=time)
             np.greater_equal(part["break_index"], n_old, out=outputs["alert"])
+            return None, None
 
         result.run(result_band)  # one band at a time, each on every core
         summary = result.summary

@@ -23,9 +23,10 @@ those names are views of its columns, see :data:`HOT_SCALARS`):
   ``history_begin`` (index of the first history date), and ``fitted_status``, the
   status the pixel has whenever it has monitoring data;
 * the MOSUM window, without a ring that every update would rewrite: ``tail``, the last
-  ``floor(h n)`` history residuals in date order (fixed at fit time), and ``leaving``, the
-  residual row of the next monitoring residual to leave the window (the window's oldest
-  once ``floor(h n)`` monitoring residuals have come); and the window's sum;
+  ``floor(h n)`` history residuals in date order (fixed at fit time), and ``leaving`` and
+  ``leaving_value``, the residual row and value of the next monitoring residual to leave
+  the window (the window's oldest once ``floor(h n)`` monitoring residuals have come: an
+  update reads the residual rows only to find the one after it); and the window's sum;
 * running sums from the history start that every type of monitoring process needs:
   ``residual_sum`` (sum of all residuals, the OLS-CUSUM process), ``process_sum`` (for
   the mean process) and ``statistic`` (max |process|); ``fitted_sum``, the sum of the
@@ -39,7 +40,7 @@ those names are views of its columns, see :data:`HOT_SCALARS`):
   median, sorted, with the numbers of residuals below and above them
   (``median_below``, ``median_above``, ``median_count`` filled slots). A new residual
   outside the window only moves a count; one inside is inserted (the end farther from the
-  median drops out). While the window holds the middle ranks, ``magnitude`` comes from it
+  median drops out). While the window holds the middle ranks, the magnitude comes from it
   exactly (the same values, the same ``0.5 (a + b)``); when the median has walked out of
   it (after about ``MEDIAN_WINDOW`` residuals on one side, e.g. after a break), it is
   rebuilt from the pixel's residuals. So an update costs O(1) per pixel and new image,
@@ -64,6 +65,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
+from .._kernel_io import read_exactly, write_exactly
 from ..timeaxis import TIME_TOL, build_time_axis
 from ._cpu import _solve_equilibrated, add_normal_row, mirror_lower, process_bound
 from .design import build_design
@@ -71,7 +73,7 @@ from .plan import PERFECT_FIT_RTOL, invalid_mask
 from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus, empty_outputs
 
 #: Version of the state layout (saved with the state; another version is not loaded).
-STATE_VERSION = 3
+STATE_VERSION = 4
 
 #: Residuals kept around the median of every pixel (the rows of ``median_window``).
 MEDIAN_WINDOW = 16  # >= 2: both middle ranks of an even count
@@ -96,7 +98,7 @@ STATE_FIELDS = {
     "process_sum": np.float64,
     "statistic": np.float64,
     "break_index": np.int64,
-    "magnitude": np.float64,
+    "leaving_value": np.float64,
     "median_window": np.float64,
     "median_count": np.int32,
     "median_below": np.int32,
@@ -110,9 +112,9 @@ STATE_FIELDS = {
 #: it bound by the memory system's juggling of streams (2.1x slower on the 2-core VM).
 #: The state's arrays of these names are views of its columns.
 HOT_SCALARS = ("n_monitor", "n_valid", "n_inf", "leaving", "window_sum", "residual_sum", "fitted_sum", "process_sum",
-               "statistic", "break_index", "magnitude", "median_count", "median_below", "median_above")
+               "statistic", "break_index", "leaving_value", "median_count", "median_below", "median_above")
 (_N_MONITOR, _N_VALID, _N_INF, _LEAVING, _WINDOW_SUM, _RESIDUAL_SUM, _FITTED_SUM, _PROCESS_SUM, _STATISTIC,
- _BREAK_INDEX, _MAGNITUDE, _MEDIAN_COUNT, _MEDIAN_BELOW, _MEDIAN_ABOVE) = range(len(HOT_SCALARS))
+ _BREAK_INDEX, _LEAVING_VALUE, _MEDIAN_COUNT, _MEDIAN_BELOW, _MEDIAN_ABOVE) = range(len(HOT_SCALARS))
 #: First column of the median window in the record (``MEDIAN_WINDOW`` columns).
 _WINDOW = len(HOT_SCALARS)
 HOT_WIDTH = _WINDOW + MEDIAN_WINDOW
@@ -373,9 +375,10 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
             new_values += not math.isnan(Y[i, p])
         active[n_active] = p
         n_active += (new_values > 0) | (inf_added.size > 0 and inf_added[p] > 0)
-    # the residual leaving the MOSUM window with each lane's first new value (row ``oldest``)
-    # and the row of the one after it: loads scattered over the residual rows, issued in a
-    # loop without branches on their values, then the rows after a missing one scanned
+    # the residual that leaves the MOSUM window with each lane's first new value is in its
+    # record; the one after it (the next to leave) is the first valid residual after row
+    # ``oldest``: loads scattered over the residual rows, issued in a loop without branches
+    # on their values, then the rows after a missing one scanned
     gathers = np.empty(n_active, dtype=np.int64)  # active indices whose window moves
     n_gathers = 0
     for a in range(n_active):
@@ -388,25 +391,23 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
             valid |= not math.isnan(Y[i, p])
         gathers[n_gathers] = a
         n_gathers += codes[1, fitted_status[q]] and w > 0 and m >= w and valid
-    leaving_value = np.empty(n_active)
-    following = np.empty(n_active)  # the residual after ``oldest`` (NaN: missing, or none among the old rows)
-    leaving_next = np.full(n_active, -1, dtype=np.int64)
+    next_value = np.empty(n_active)  # NaN: missing, to be scanned past
+    next_row = np.full(n_active, -1, dtype=np.int64)  # offset: none among the old rows (the new value's)
     for g in range(n_gathers):
         a = gathers[g]
-        p = active[a]
-        q = pixel0 + p
-        oldest = np.int64(hot[p, _LEAVING])
-        leaving_value[a] = residuals[oldest, q]
-        following[a] = residuals[oldest + 1, q] if oldest + 1 < offset else 1.0
-        leaving_next[a] = oldest + 1 if oldest + 1 < offset else offset
+        q = pixel0 + active[a]
+        row = np.int64(hot[active[a], _LEAVING]) + 1
+        next_value[a] = residuals[row, q] if row < offset else 0.0
+        next_row[a] = min(row, offset)
     for g in range(n_gathers):
         a = gathers[g]
-        if math.isnan(following[a]):
+        if math.isnan(next_value[a]):
             q = pixel0 + active[a]
-            oldest = leaving_next[a] + 1
-            while oldest < offset and math.isnan(residuals[oldest, q]):  # none after the old rows: the new value's
-                oldest += 1
-            leaving_next[a] = oldest
+            row = next_row[a] + 1
+            while row < offset and math.isnan(residuals[row, q]):
+                row += 1
+            next_row[a] = row
+            next_value[a] = residuals[row, q] if row < offset else 0.0
     for a in range(n_active):
         p = active[a]
         q = pixel0 + p
@@ -421,10 +422,10 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
         biggest = hot[p, _STATISTIC]
         first_break = old[3]
         oldest = np.int64(hot[p, _LEAVING])
+        leaving = hot[p, _LEAVING_VALUE]
         filled = np.int64(hot[p, _MEDIAN_COUNT])
         below = np.int64(hot[p, _MEDIAN_BELOW])
         above = np.int64(hot[p, _MEDIAN_ABOVE])
-        median = hot[p, _MAGNITUDE]
         new_values = 0
         for i in range(T):
             new_values += not math.isnan(Y[i, p])
@@ -455,8 +456,9 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                 filled, below, above = _window_insert(r, hot, p, filled, below, above, MEDIAN_WINDOW)
                 m = count  # r is the m-th monitoring residual (0-based), n + m from the history start
                 count += 1
-                if m == 0:
+                if m == 0:  # the first to leave the window, once w residuals have come
                     oldest = row
+                    leaving = r
                 if not monitored:
                     continue
                 scale = 1.0 / (sigma[q] * math.sqrt(n))
@@ -464,16 +466,18 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                     out_value = tail[m, q]
                 elif w == 0:
                     out_value = r
-                elif leaving_next[a] >= 0:  # ... or the monitoring residual m - w, gathered
-                    out_value = leaving_value[a]
-                    gathered = leaving_next[a]
-                    oldest = row if gathered == offset else gathered  # offset: only new rows follow
-                    leaving_next[a] = -1
-                else:  # ... or the monitoring residual m - w, whose row is ``oldest`` (maybe a new one)
-                    out_value = residuals[oldest, q] if oldest < offset else fresh[oldest - offset, p]
-                    oldest += 1
-                    while math.isnan(residuals[oldest, q] if oldest < offset else fresh[oldest - offset, p]):
+                else:  # ... or the monitoring residual m - w, at row ``oldest``; the next after it:
+                    out_value = leaving
+                    if next_row[a] >= 0:  # gathered (offset: no old row, the new value)
+                        oldest = next_row[a] if next_row[a] < offset else row
+                        leaving = next_value[a] if next_row[a] < offset else r
+                        next_row[a] = -1
+                    else:  # scanned, among the old rows or the new ones
                         oldest += 1
+                        leaving = residuals[oldest, q] if oldest < offset else fresh[oldest - offset, p]
+                        while math.isnan(leaving):
+                            oldest += 1
+                            leaving = residuals[oldest, q] if oldest < offset else fresh[oldest - offset, p]
                 wsum += r - out_value
                 value = (rsum if cusum else wsum) * scale
                 total += value
@@ -488,7 +492,6 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                 if not _holds_median(filled, below, above):
                     filled, below, above = _rebuild_window(hot, p, filled + below + above, residuals, q, offset,
                                                            fresh, MEDIAN_WINDOW)
-                median = _window_median(hot, p, filled, below, above)
         hot[p, _N_MONITOR] = count
         hot[p, _N_VALID] = n_valid
         hot[p, _N_INF] = n_inf
@@ -499,10 +502,10 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
         hot[p, _STATISTIC] = biggest
         hot[p, _BREAK_INDEX] = first_break
         hot[p, _LEAVING] = oldest
+        hot[p, _LEAVING_VALUE] = leaving
         hot[p, _MEDIAN_COUNT] = filled
         hot[p, _MEDIAN_BELOW] = below
         hot[p, _MEDIAN_ABOVE] = above
-        hot[p, _MAGNITUDE] = median
         if changes.size:
             changes[p] = (CHANGED_STATUS * (((old[1] == 0) != (n_valid == 0)) or ((old[0] == 0) != (count == 0)))
                           + CHANGED_BREAK * (old[3] != first_break) + CHANGED_INF * (old[2] != n_inf))
@@ -551,12 +554,68 @@ def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_be
             continue
         s = sigma[q]
         n = n_history[q]
-        magnitude = hot[lane, _MAGNITUDE]
+        magnitude = _window_median(hot, lane, np.int64(hot[lane, _MEDIAN_COUNT]), np.int64(hot[lane, _MEDIAN_BELOW]),
+                                   np.int64(hot[lane, _MEDIAN_ABOVE]))
         sigma_out[p] = s
         magnitude_out[p] = magnitude
         rmse[p] = math.sqrt(s * s * (n - k) / n)  # s * s: the bits of numpy's sigma ** 2
         expected = hot[lane, _FITTED_SUM] / n_monitor
         relative_magnitude[p] = magnitude / expected if expected != 0 else nan
+
+
+#: Lanes whose records :func:`update_band_files` reads, updates and writes at a time (1
+#: MiB of records, with their residuals and result: they stay in a core's L2 cache from
+#: the read to the write, where a whole band's records went back and forth to memory
+#: three times).
+RECORD_LANES = 4096
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def update_band_files(values, nodata, has_nodata, begin, end, X, index, offset, fitted_status, codes, beta, sigma,
+                      n_history, history_begin, h, critval, cusum, tail, residuals, time, alert_from, out, record,
+                      source, source_at, target, target_at, residual_file, residual_at, n_pixels, tally):
+    """Update the pixels ``begin`` to ``end`` of a saved state
+    (:func:`tscube.bfast._nrt_store.update_files`) with the new images ``values`` ``(T, P)``
+    (any numeric dtype; ``nodata`` as :func:`tscube.bfast.plan.kernel_nodata` gives it),
+    :data:`RECORD_LANES` at a time: their records are read from the committed slot (file
+    ``source``, records from byte ``source_at``) into the thread's buffer ``record``,
+    updated by :func:`_advance_block` (their result goes into ``out``, the band's outputs
+    from element 0, on the way) and written to the other slot (``target``, from byte
+    ``target_at``); their new residuals go to ``residual_file`` (row ``i`` of the new dates
+    from byte ``residual_at + 8 i n_pixels``). The fit's arrays and the committed
+    ``residuals`` are indexed by pixel. Counts the band's statuses (``tally[code byte]``),
+    breaks (``tally[256]``) and alerts (``tally[257]``). Returns 0, or -1 where a record
+    could not be read, -2 where a write failed."""
+    T = values.shape[0]
+    width = record.shape[1] * 8
+    for first in range(begin, end, RECORD_LANES):
+        stop = min(end, first + RECORD_LANES)
+        lanes = stop - first
+        hot = record[:lanes]
+        if not read_exactly(source, hot, source_at + first * width):
+            return -1
+        Y = np.empty((T, lanes))
+        inf_added = np.zeros(lanes, dtype=np.int32)
+        if not _lanes_of(values, first, stop, nodata, has_nodata, Y, inf_added):
+            inf_added = inf_added[:0]
+        fresh = np.full((T, lanes), np.nan)
+        changes = out[14][first - begin:stop - begin]
+        for block in range(0, lanes, BLOCK):
+            last = min(lanes, block + BLOCK)
+            _advance_block(block, last, Y, X, index, offset, first, fitted_status, codes, beta, sigma, n_history, h,
+                           critval, cusum, tail, residuals, fresh, True, inf_added, hot, changes)
+            _result_block(block, last, first, fitted_status, hot, n_history, history_begin, sigma, time,
+                          beta.shape[0], codes, alert_from, out, first - begin)
+        for p in range(first - begin, stop - begin):
+            tally[np.uint8(out[0][p])] += 1
+            tally[256] += out[1][p] >= 0
+            tally[257] += out[13][p]
+        if not write_exactly(target, hot, target_at + first * width):
+            return -2
+        for i in range(T):
+            if not write_exactly(residual_file, fresh[i], residual_at + (i * n_pixels + first) * 8):
+                return -2
+    return 0
 
 
 # --------------------------------------------------------------------------------------
@@ -616,7 +675,7 @@ def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> di
         state[name] = np.full(shapes.get(name, (n_pixels,)), fill, dtype=dtype)
     hot = np.zeros((n_pixels, HOT_WIDTH))
     hot[:, [_LEAVING, _BREAK_INDEX]] = -1
-    hot[:, _MAGNITUDE] = np.nan
+    hot[:, _LEAVING_VALUE] = np.nan
     hot[:, _WINDOW:] = np.nan
     return with_hot(state, hot)
 
