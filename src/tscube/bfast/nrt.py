@@ -73,10 +73,10 @@ from .plan import PERFECT_FIT_RTOL, invalid_mask
 from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus, empty_outputs
 
 #: Version of the state layout (saved with the state; another version is not loaded).
-STATE_VERSION = 4
+STATE_VERSION = 5
 
 #: Residuals kept around the median of every pixel (the rows of ``median_window``).
-MEDIAN_WINDOW = 16  # >= 2: both middle ranks of an even count
+MEDIAN_WINDOW = 24  # >= 2: both middle ranks of an even count
 
 #: Per-pixel state arrays (name -> dtype). ``coefficients`` is ``(k, P)``, ``tail``
 #: ``(W, P)``, ``median_window`` ``(MEDIAN_WINDOW, P)`` and ``residuals`` ``(M, P)`` (M
@@ -91,13 +91,13 @@ STATE_FIELDS = {
     "coefficients": np.float64,
     "sigma": np.float64,
     "tail": np.float64,
-    "leaving": np.int64,
+    "leaving": np.int32,
     "window_sum": np.float64,
     "residual_sum": np.float64,
     "fitted_sum": np.float64,
     "process_sum": np.float64,
     "statistic": np.float64,
-    "break_index": np.int64,
+    "break_index": np.int32,
     "leaving_value": np.float64,
     "median_window": np.float64,
     "median_count": np.int32,
@@ -107,16 +107,21 @@ STATE_FIELDS = {
 }
 
 #: What an update changes, kept as one record per pixel (a ``(P, HOT_WIDTH)`` float64
-#: array, the state's ``"hot"``; integers are exact in float64): an update then reads and
-#: writes every pixel's row as one stream, where ~30 arrays read and written at once left
-#: it bound by the memory system's juggling of streams (2.1x slower on the 2-core VM).
-#: The state's arrays of these names are views of its columns.
-HOT_SCALARS = ("n_monitor", "n_valid", "n_inf", "leaving", "window_sum", "residual_sum", "fitted_sum", "process_sum",
-               "statistic", "break_index", "leaving_value", "median_count", "median_below", "median_above")
-(_N_MONITOR, _N_VALID, _N_INF, _LEAVING, _WINDOW_SUM, _RESIDUAL_SUM, _FITTED_SUM, _PROCESS_SUM, _STATISTIC,
- _BREAK_INDEX, _LEAVING_VALUE, _MEDIAN_COUNT, _MEDIAN_BELOW, _MEDIAN_ABOVE) = range(len(HOT_SCALARS))
+#: array, the state's ``"hot"``): the floats of :data:`HOT_FLOATS` in a slot each, the
+#: integers of :data:`HOT_INTS` as int32 in pairs (the int32 view of the record), then the
+#: median window. An update then reads and writes every pixel's row as one stream, where
+#: ~30 arrays read and written at once left it bound by the memory system's juggling of
+#: streams (2.1x slower on the 2-core VM). The state's arrays of these names are views of
+#: its columns.
+HOT_FLOATS = ("window_sum", "residual_sum", "fitted_sum", "process_sum", "statistic", "leaving_value")
+HOT_INTS = ("n_monitor", "n_valid", "n_inf", "leaving", "break_index", "median_count", "median_below", "median_above")
+HOT_SCALARS = HOT_FLOATS + HOT_INTS
+_WINDOW_SUM, _RESIDUAL_SUM, _FITTED_SUM, _PROCESS_SUM, _STATISTIC, _LEAVING_VALUE = range(len(HOT_FLOATS))
+#: Columns of the integers in the record's int32 view (two per float64 slot).
+(_N_MONITOR, _N_VALID, _N_INF, _LEAVING, _BREAK_INDEX, _MEDIAN_COUNT, _MEDIAN_BELOW,
+ _MEDIAN_ABOVE) = range(2 * len(HOT_FLOATS), 2 * len(HOT_FLOATS) + len(HOT_INTS))
 #: First column of the median window in the record (``MEDIAN_WINDOW`` columns).
-_WINDOW = len(HOT_SCALARS)
+_WINDOW = len(HOT_FLOATS) + (len(HOT_INTS) + 1) // 2
 HOT_WIDTH = _WINDOW + MEDIAN_WINDOW
 #: The state's names kept in the record.
 HOT = HOT_SCALARS + ("median_window",)
@@ -259,19 +264,23 @@ def _holds_median(count, below, above):
     return below <= (n - 1) // 2 and n // 2 < below + count
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _rebuild_window(hot, q, n, residuals, column, offset, fresh, size):
     """Refill the median window of pixel ``q`` (``size`` columns of the record ``hot[q]``)
     from its ``n`` residuals (the non-NaN values of ``residuals[:offset, column]`` and of
     the new rows ``fresh[:, q]``), centred on their middle ranks; returns ``(count, below,
-    above)``."""
-    values = np.empty(n)
+    above)``. The residual rows are read without a branch on their values (their loads
+    issue together: each is a miss, in a row of its own)."""
+    values = np.empty(n + 1)  # (+1: a missing value is written, then overwritten)
     m = 0
-    for t in range(offset + fresh.shape[0]):
-        r = residuals[t, column] if t < offset else fresh[t - offset, q]
-        if not math.isnan(r):
-            values[m] = r
-            m += 1
+    for t in range(offset):
+        r = residuals[t, column]
+        values[m] = r
+        m += not math.isnan(r)
+    for t in range(fresh.shape[0]):
+        r = fresh[t, q]
+        values[m] = r
+        m += not math.isnan(r)
     values = np.sort(values[:m])
     count = min(size, m)
     below = min(max((m - 1) // 2 - (size - 1) // 2, 0), m - count)
@@ -362,6 +371,7 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
     passes, which costs more than a lane's arithmetic."""
     T = Y.shape[0]
     k = beta.shape[0]
+    ints = hot.view(np.int32)  # the records' integers
     flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
     if changes.size:
         changes[first:stop] = 0
@@ -384,7 +394,7 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
     for a in range(n_active):
         p = active[a]
         q = pixel0 + p
-        m = np.int64(hot[p, _N_MONITOR])
+        m = np.int64(ints[p, _N_MONITOR])
         w = int(math.floor(h * n_history[q]))
         valid = False
         for i in range(T):
@@ -396,7 +406,7 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
     for g in range(n_gathers):
         a = gathers[g]
         q = pixel0 + active[a]
-        row = np.int64(hot[active[a], _LEAVING]) + 1
+        row = np.int64(ints[active[a], _LEAVING]) + 1
         next_value[a] = residuals[row, q] if row < offset else 0.0
         next_row[a] = min(row, offset)
     for g in range(n_gathers):
@@ -411,21 +421,21 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
     for a in range(n_active):
         p = active[a]
         q = pixel0 + p
-        count = np.int64(hot[p, _N_MONITOR])
-        n_valid = np.int64(hot[p, _N_VALID])
-        n_inf = np.int64(hot[p, _N_INF])
-        old = (count, n_valid, n_inf, np.int64(hot[p, _BREAK_INDEX]))
+        count = np.int64(ints[p, _N_MONITOR])
+        n_valid = np.int64(ints[p, _N_VALID])
+        n_inf = np.int64(ints[p, _N_INF])
+        old = (count, n_valid, n_inf, np.int64(ints[p, _BREAK_INDEX]))
         wsum = hot[p, _WINDOW_SUM]
         rsum = hot[p, _RESIDUAL_SUM]
         predicted = hot[p, _FITTED_SUM]
         total = hot[p, _PROCESS_SUM]
         biggest = hot[p, _STATISTIC]
         first_break = old[3]
-        oldest = np.int64(hot[p, _LEAVING])
+        oldest = np.int64(ints[p, _LEAVING])
         leaving = hot[p, _LEAVING_VALUE]
-        filled = np.int64(hot[p, _MEDIAN_COUNT])
-        below = np.int64(hot[p, _MEDIAN_BELOW])
-        above = np.int64(hot[p, _MEDIAN_ABOVE])
+        filled = np.int64(ints[p, _MEDIAN_COUNT])
+        below = np.int64(ints[p, _MEDIAN_BELOW])
+        above = np.int64(ints[p, _MEDIAN_ABOVE])
         new_values = 0
         for i in range(T):
             new_values += not math.isnan(Y[i, p])
@@ -492,20 +502,20 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                 if not _holds_median(filled, below, above):
                     filled, below, above = _rebuild_window(hot, p, filled + below + above, residuals, q, offset,
                                                            fresh, MEDIAN_WINDOW)
-        hot[p, _N_MONITOR] = count
-        hot[p, _N_VALID] = n_valid
-        hot[p, _N_INF] = n_inf
+        ints[p, _N_MONITOR] = count
+        ints[p, _N_VALID] = n_valid
+        ints[p, _N_INF] = n_inf
         hot[p, _WINDOW_SUM] = wsum
         hot[p, _RESIDUAL_SUM] = rsum
         hot[p, _FITTED_SUM] = predicted
         hot[p, _PROCESS_SUM] = total
         hot[p, _STATISTIC] = biggest
-        hot[p, _BREAK_INDEX] = first_break
-        hot[p, _LEAVING] = oldest
+        ints[p, _BREAK_INDEX] = first_break
+        ints[p, _LEAVING] = oldest
         hot[p, _LEAVING_VALUE] = leaving
-        hot[p, _MEDIAN_COUNT] = filled
-        hot[p, _MEDIAN_BELOW] = below
-        hot[p, _MEDIAN_ABOVE] = above
+        ints[p, _MEDIAN_COUNT] = filled
+        ints[p, _MEDIAN_BELOW] = below
+        ints[p, _MEDIAN_ABOVE] = above
         if changes.size:
             changes[p] = (CHANGED_STATUS * (((old[1] == 0) != (n_valid == 0)) or ((old[0] == 0) != (count == 0)))
                           + CHANGED_BREAK * (old[3] != first_break) + CHANGED_INF * (old[2] != n_inf))
@@ -522,17 +532,18 @@ def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_be
     outputs that it gives (``codes[0]``: fitted codes, ``codes[1]``: monitored ones), NaN /
     -1 elsewhere."""
     nan = np.nan
+    ints = hot.view(np.int32)  # the records' integers
     (status, break_index_out, break_time, history_start, sigma_out, magnitude_out, statistic_out, mosum_mean, rmse,
      relative_magnitude, n_valid_out, n_monitor_out, n_inf_out, alert, _) = out
     for lane in range(first, stop):
         p = lane + at  # the outputs' element; the record's row is ``lane``
         q = pixel0 + lane
-        n_valid = np.int64(hot[lane, _N_VALID])
-        n_monitor = np.int64(hot[lane, _N_MONITOR])
-        break_index = np.int64(hot[lane, _BREAK_INDEX])
+        n_valid = np.int64(ints[lane, _N_VALID])
+        n_monitor = np.int64(ints[lane, _N_MONITOR])
+        break_index = np.int64(ints[lane, _BREAK_INDEX])
         n_valid_out[p] = n_valid
         n_monitor_out[p] = n_monitor
-        n_inf_out[p] = np.int64(hot[lane, _N_INF])
+        n_inf_out[p] = np.int64(ints[lane, _N_INF])
         if alert.size:
             alert[p] = break_index >= alert_from
         code = fitted_status[q]
@@ -554,8 +565,8 @@ def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_be
             continue
         s = sigma[q]
         n = n_history[q]
-        magnitude = _window_median(hot, lane, np.int64(hot[lane, _MEDIAN_COUNT]), np.int64(hot[lane, _MEDIAN_BELOW]),
-                                   np.int64(hot[lane, _MEDIAN_ABOVE]))
+        magnitude = _window_median(hot, lane, np.int64(ints[lane, _MEDIAN_COUNT]), np.int64(ints[lane, _MEDIAN_BELOW]),
+                                   np.int64(ints[lane, _MEDIAN_ABOVE]))
         sigma_out[p] = s
         magnitude_out[p] = magnitude
         rmse[p] = math.sqrt(s * s * (n - k) / n)  # s * s: the bits of numpy's sigma ** 2
@@ -674,15 +685,18 @@ def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> di
         fill = -1 if name == "history_begin" else (0 if np.issubdtype(dtype, np.integer) else np.nan)
         state[name] = np.full(shapes.get(name, (n_pixels,)), fill, dtype=dtype)
     hot = np.zeros((n_pixels, HOT_WIDTH))
-    hot[:, [_LEAVING, _BREAK_INDEX]] = -1
+    hot.view(np.int32)[:, [_LEAVING, _BREAK_INDEX]] = -1
     hot[:, _LEAVING_VALUE] = np.nan
     hot[:, _WINDOW:] = np.nan
     return with_hot(state, hot)
 
 
 def _hot_views(hot: np.ndarray) -> dict[str, np.ndarray]:
-    """The state arrays of :data:`HOT` as views of the record ``hot`` (float64)."""
-    views = {name: hot[:, column] for column, name in enumerate(HOT_SCALARS)}
+    """The state arrays of :data:`HOT` as views of the record ``hot`` (float64, int32 for
+    :data:`HOT_INTS`)."""
+    ints = hot.view(np.int32)
+    views = {name: hot[:, column] for column, name in enumerate(HOT_FLOATS)}
+    views.update({name: ints[:, _N_MONITOR + column] for column, name in enumerate(HOT_INTS)})
     views["median_window"] = hot[:, _WINDOW:].T
     return views
 
@@ -697,10 +711,9 @@ def with_hot(state: dict, hot: np.ndarray) -> dict[str, np.ndarray]:
 
 def hot_record(get, n_pixels: int, out: np.ndarray | None = None) -> np.ndarray:
     """The record of the arrays ``get(name)`` of :data:`HOT` (into ``out`` when given)."""
-    hot = np.empty((n_pixels, HOT_WIDTH)) if out is None else out
-    for column, name in enumerate(HOT_SCALARS):
-        hot[:, column] = get(name)
-    hot[:, _WINDOW:] = np.asarray(get("median_window")).T
+    hot = np.zeros((n_pixels, HOT_WIDTH)) if out is None else out
+    for name, view in _hot_views(hot).items():
+        view[...] = get(name)
     return hot
 
 
@@ -998,6 +1011,23 @@ def store_uncompressed(ds):
     return ds
 
 
+#: Bytes of a chunk of a saved result (:func:`_strip_chunks`).
+RESULT_CHUNK_BYTES = 1 << 21
+
+
+def _strip_chunks(ds):
+    """Chunk every variable of ``ds`` (in place) in strips of whole rows of the grid, ~2 MiB
+    each: an update writes its result band by band of whole rows, and a band's part of a
+    strip is contiguous in its chunk file (one write; with narrower chunks each chunk's
+    part of a band is gathered first)."""
+    for variable in ds.data_vars.values():
+        if variable.ndim:
+            rest = int(np.prod(variable.shape[1:], dtype=np.int64))
+            rows = max(1, RESULT_CHUNK_BYTES // max(rest * variable.dtype.itemsize, 1))
+            variable.encoding["chunks"] = (max(1, min(rows, variable.shape[0])),) + tuple(variable.shape[1:])
+    return ds
+
+
 def state_dataset(state: dict, model: dict, dates, alert: np.ndarray, pixel_dims, pixel_coords):
     """The state, its result and the ``alert`` map as one :class:`xarray.Dataset` over the
     pixel dims (``pixel_coords``: a coordinate for each pixel dim)."""
@@ -1216,7 +1246,7 @@ class BfastMonitor:
         tmp = _temporary_path(path)
         shutil.rmtree(tmp, ignore_errors=True)
         with _quiet_zarr():
-            store_uncompressed(result).to_zarr(tmp, mode="w")
+            _strip_chunks(store_uncompressed(result)).to_zarr(tmp, mode="w")
         write_state(tmp, self.state_.__getitem__, self.dates_, int(np.prod(self.pixel_shape_, dtype=np.int64)),
                     last_update_dates=self.last_update_dates_)
         _replace(tmp, path)
