@@ -65,7 +65,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
-from .._kernel_io import read_exactly, write_exactly
+from .._kernel_io import prefetch, read_exactly, write_exactly
 from ..timeaxis import TIME_TOL, build_time_axis
 from ._cpu import _solve_equilibrated, add_normal_row, mirror_lower, process_bound
 from .design import build_design
@@ -302,6 +302,9 @@ def _window_median(hot, q, count, below, above):
     return lower if (n & 1) == 1 else 0.5 * (lower + upper)  # both loaded: a select, no branch
 
 
+#: How far ahead the gather of leaving residuals asks for its loads.
+_AHEAD = 24
+
 #: Lanes that the kernels update and put in the result at a time (:func:`_advance_block`
 #: then :func:`_result_block`: their records stay in the core's cache between the two),
 #: and the parallel kernels' unit of work.
@@ -387,8 +390,9 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
         n_active += (new_values > 0) | (inf_added.size > 0 and inf_added[p] > 0)
     # the residual that leaves the MOSUM window with each lane's first new value is in its
     # record; the one after it (the next to leave) is the first valid residual after row
-    # ``oldest``: loads scattered over the residual rows, issued in a loop without branches
-    # on their values, then the rows after a missing one scanned
+    # ``oldest``: loads scattered over the residual rows (a miss each, in a page of its own),
+    # asked for _AHEAD lanes ahead and issued in a loop without branches on their values,
+    # then the rows after a missing one scanned, the same way
     gathers = np.empty(n_active, dtype=np.int64)  # active indices whose window moves
     n_gathers = 0
     for a in range(n_active):
@@ -404,20 +408,32 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
     next_value = np.empty(n_active)  # NaN: missing, to be scanned past
     next_row = np.full(n_active, -1, dtype=np.int64)  # offset: none among the old rows (the new value's)
     for g in range(n_gathers):
+        if g + _AHEAD < n_gathers:  # the load _AHEAD lanes on, asked for now
+            ahead = active[gathers[g + _AHEAD]]
+            row = np.int64(ints[ahead, _LEAVING]) + 1
+            if row < offset:
+                prefetch(residuals, row, pixel0 + ahead)
         a = gathers[g]
         q = pixel0 + active[a]
         row = np.int64(ints[active[a], _LEAVING]) + 1
         next_value[a] = residuals[row, q] if row < offset else 0.0
         next_row[a] = min(row, offset)
+    n_missing = 0  # the gathers that found a missing value, compacted (their scans go on)
     for g in range(n_gathers):
+        gathers[n_missing] = gathers[g]
+        n_missing += math.isnan(next_value[gathers[g]])
+    for g in range(n_missing):
+        if g + _AHEAD < n_missing:
+            ahead = gathers[g + _AHEAD]
+            if next_row[ahead] + 1 < offset:
+                prefetch(residuals, next_row[ahead] + 1, pixel0 + active[ahead])
         a = gathers[g]
-        if math.isnan(next_value[a]):
-            q = pixel0 + active[a]
-            row = next_row[a] + 1
-            while row < offset and math.isnan(residuals[row, q]):
-                row += 1
-            next_row[a] = row
-            next_value[a] = residuals[row, q] if row < offset else 0.0
+        q = pixel0 + active[a]
+        row = next_row[a] + 1
+        while row < offset and math.isnan(residuals[row, q]):
+            row += 1
+        next_row[a] = row
+        next_value[a] = residuals[row, q] if row < offset else 0.0
     for a in range(n_active):
         p = active[a]
         q = pixel0 + p
