@@ -66,21 +66,3 @@ def write_exactly(fd, array, at):
         done += wrote
     return True
 
-
-@intrinsic
-def prefetch(typingctx, array, row, column):
-    """Ask the CPU to bring ``array[row, column]`` into its caches (no effect on values)."""
-    sig = types.void(array, row, column)
-
-    def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        view = context.make_array(array_type)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(context, builder, array_type, view, [args[1], args[2]], wraparound=False)
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [ir.PointerType(ir.IntType(8)), ir.IntType(32),
-                                                            ir.IntType(32), ir.IntType(32)]), "llvm.prefetch.p0")
-        builder.call(function, [builder.bitcast(pointer, ir.PointerType(ir.IntType(8))), ir.Constant(ir.IntType(32), 0),
-                                ir.Constant(ir.IntType(32), 3), ir.Constant(ir.IntType(32), 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen

@@ -65,7 +65,8 @@ from pathlib import Path
 import numpy as np
 from numba import njit, prange
 
-from .._kernel_io import prefetch, read_exactly, write_exactly
+from .._kernel_io import read_exactly, write_exactly
+from .._prefetch import prefetch_row
 from ..timeaxis import TIME_TOL, build_time_axis
 from ._cpu import _solve_equilibrated, add_normal_row, mirror_lower, process_bound
 from .design import build_design
@@ -412,7 +413,7 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
             ahead = active[gathers[g + _AHEAD]]
             row = np.int64(ints[ahead, _LEAVING]) + 1
             if row < offset:
-                prefetch(residuals, row, pixel0 + ahead)
+                prefetch_row(residuals, row, pixel0 + ahead)
         a = gathers[g]
         q = pixel0 + active[a]
         row = np.int64(ints[active[a], _LEAVING]) + 1
@@ -426,7 +427,7 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
         if g + _AHEAD < n_missing:
             ahead = gathers[g + _AHEAD]
             if next_row[ahead] + 1 < offset:
-                prefetch(residuals, next_row[ahead] + 1, pixel0 + active[ahead])
+                prefetch_row(residuals, next_row[ahead] + 1, pixel0 + active[ahead])
         a = gathers[g]
         q = pixel0 + active[a]
         row = next_row[a] + 1
