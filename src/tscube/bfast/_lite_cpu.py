@@ -43,16 +43,23 @@ def _interp(x, xp, fp):
 
 @njit(cache=True)
 def _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, P, e, table, table_h, table_p):
-    """R's OLS-MOSUM pre-test p-value over window ``nh`` = floor(n * fraction)."""
+    """R's OLS-MOSUM pre-test p-value over window ``nh`` = floor(n * fraction); NaN when the
+    model fits the series exactly (as :func:`tscube.bfast._lite_reference.pretest`)."""
     k = X.shape[1]
     nk = qr_fit_in_order(X, rows, y, 0, 1, n, Q, R, idx, beta, P)
     mean = 0.0
+    rss = 0.0
+    y_scale = 0.0
     for i in range(n):
         v = y[i]
         for a in range(k):
             v -= X[rows[i], a] * beta[a]
         e[i] = v
         mean += v
+        rss += v * v
+        y_scale = max(y_scale, abs(y[i]))
+    if not math.sqrt(rss / (n - k)) > PERFECT_FIT_RTOL * y_scale:
+        return math.nan
     mean /= n
     ss = 0.0
     for i in range(n):
@@ -97,6 +104,9 @@ def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_ask
     if level > 0 and n > k and 1 <= nh < n:  # else R fails; the checks below flag it
         pv = _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
         pretest_p[p] = pv
+        if math.isnan(pv):  # an exact fit: the test is undefined
+            status[p] = BfastLiteStatus.PERFECT_FIT
+            return -1
         if pv > level:
             status[p] = BfastLiteStatus.STABLE_BY_PRETEST
             return -1

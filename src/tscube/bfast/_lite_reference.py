@@ -21,10 +21,14 @@ from .plan import PERFECT_FIT_RTOL, invalid_mask
 
 
 def pretest(X: np.ndarray, y: np.ndarray, h: float) -> float:
-    """p-value of R's OLS-MOSUM pre-test ``sctest(efp(..., type = "OLS-MOSUM"))``."""
+    """p-value of R's OLS-MOSUM pre-test ``sctest(efp(..., type = "OLS-MOSUM"))``; NaN when
+    the model fits the series exactly (its residuals are rounding noise, and so would the
+    process and the p-value be: a perfect fit, decided before the test)."""
     n = y.size
     beta, _, kept = fit_in_order_qr(X, y)
     e = y - X @ beta
+    if not math.sqrt(np.sum(e * e) / (n - X.shape[1])) > PERFECT_FIT_RTOL * np.max(np.abs(y)):
+        return math.nan
     sigma = np.std(e, ddof=1) * math.sqrt((n - 1) / (n - int(kept.sum())))
     nh, fraction = pretest_bandwidth(n, h)
     cum = np.concatenate([[0.0], np.cumsum(e)])
@@ -77,6 +81,9 @@ def lite_pixel(y_all: np.ndarray, valid: np.ndarray, plan: LitePlan) -> dict:
         return out
     if plan.level > 0 and n > k and 1 <= pretest_bandwidth(n, plan.h)[0] < n:  # else R fails; the checks below flag it
         out["pretest_p"] = pretest(X, y, plan.h)
+        if math.isnan(out["pretest_p"]):
+            out["status"] = BfastLiteStatus.PERFECT_FIT
+            return out
         if out["pretest_p"] > plan.level:
             out["status"] = BfastLiteStatus.STABLE_BY_PRETEST
             return out

@@ -36,7 +36,9 @@ class BfastLiteStatus(IntEnum):
         breakpoints are computed (``n_breaks`` 0, criteria NaN); ``pretest_p`` says why.
     ``PERFECT_FIT`` (6)
         The season-trend model fits the whole series exactly (e.g. a constant series):
-        the criteria are undefined (log 0), no break is reported.
+        the criteria are undefined (log 0), no break is reported. Decided before the
+        pre-test (``pretest_p`` NaN), whose process would be rounding noise over rounding
+        noise (R's p-value for such a series is whatever its rounding gives).
     ``OVERFLOW`` (7)
         A valid value beyond :data:`OVERFLOW_VALUE` (1e150) in magnitude: sums of squares
         of such values overflow float64, no break is reported.
