@@ -304,6 +304,32 @@ def test_caller_errors():
             cube.data[90:], cube.dates[90:])
 
 
+def test_saved_state_errors(tmp_path):
+    """A saved state refuses images that are not numbers and states of another layout
+    version (to be fitted again), naming the reason, and stays as it was."""
+    import json
+
+    from tscube.bfast import _nrt_store
+    from tscube.bfast.nrt import model_from_attrs, update_saved
+
+    cube = _cube(0.5, shape=(2, 3))
+    path = tmp_path / "a.zarr"
+    BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90]).save(path)
+    before = _nrt_store.read_manifest(path)
+    for call in (lambda: update_saved(path, cube.data[90:91].astype(bool), cube.dates[90:91]),
+                 lambda: _nrt_store.update_files(path, model_from_attrs(BfastMonitor.load(path).to_dataset().attrs),
+                                                 cube.data[90:91].reshape(1, -1).astype(complex), cube.dates[90:91]),
+                 lambda: BfastMonitor.load(path).update(cube.data[90:91].astype(object), cube.dates[90:91])):
+        with pytest.raises(TypeError, match="float or integer"):
+            call()
+    assert _nrt_store.read_manifest(path) == before
+    manifest = _nrt_store.state_dir(path) / _nrt_store.MANIFEST
+    manifest.write_text(json.dumps(dict(before, version=before["version"] - 1)))
+    for call in (lambda: update_saved(path, cube.data[90:91], cube.dates[90:91]), lambda: BfastMonitor.load(path)):
+        with pytest.raises(ValueError, match="fit again"):
+            call()
+
+
 def test_cusum_process_from_the_state():
     """The kernel's OLS-CUSUM (a type of newer results): the cumulative residual sum from the
     history start over sigma sqrt(n), its boundary sqrt(x (x - 1) (c^2 + log(x / (x - 1)))),

@@ -342,8 +342,7 @@ def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -
     all_dates, time, new, X = nrt.new_design(model, dates, new_dates)  # refuses dates that are not later
     rows, n_pixels = int(manifest["rows"]), int(manifest["pixels"])
     values = np.ascontiguousarray(values)
-    if values.dtype == bool or not np.issubdtype(values.dtype, np.number) or np.iscomplexobj(values):
-        raise TypeError(f"new images must be a float or integer array, got dtype {values.dtype}")
+    nrt.check_image_dtype(values)
     if values.shape[1] != n_pixels:
         raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
     n_new = len(all_dates) - len(dates)

@@ -1103,6 +1103,12 @@ def state_from_dataset(ds) -> tuple[dict, dict, np.ndarray]:
 # the public object
 
 
+def check_image_dtype(values: np.ndarray) -> None:
+    """Refuse images that are not float or integer numbers (as :func:`tscube.bfast_monitor`)."""
+    if values.dtype == bool or not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)):
+        raise TypeError(f"images must be a float or integer array, got dtype {values.dtype}")
+
+
 def _as_input(data, dates, time_dim: str):
     """``(values (T, P), dates, pixel dims, pixel coords, pixel shape)`` of NumPy or xarray input."""
     from ..xarray_blocks import is_xarray, time_coordinate
@@ -1123,6 +1129,7 @@ def _as_input(data, dates, time_dim: str):
         coords = None
     if values.ndim == 0:
         raise ValueError("data must have a time axis first: shape (T, ...)")
+    check_image_dtype(values)
     pixel_shape = values.shape[1:]
     return values.reshape(values.shape[0], int(np.prod(pixel_shape))), _normalise_dates(dates), pixel_dims, coords, pixel_shape
 
