@@ -40,29 +40,31 @@ _pwrite = _positional_io("pwrite")
 
 
 @njit(cache=True, nogil=True)
-def read_exactly(fd, array, at):
-    """Fill the contiguous ``array`` with the bytes of file ``fd`` from offset ``at``;
-    False if the file ends first or a read fails."""
+def _transfer(fd, array, at, write):
+    """Move the bytes of the contiguous ``array`` from (``write``: to) file ``fd`` at offset
+    ``at``, in as many calls as the system needs; False if a call moves nothing or fails."""
     size = array.size * array.itemsize
     done = 0
     while done < size:
-        got = _pread(fd, array.ctypes.data + done, size - done, at + done)
-        if got <= 0:
+        if write:
+            moved = _pwrite(fd, array.ctypes.data + done, size - done, at + done)
+        else:
+            moved = _pread(fd, array.ctypes.data + done, size - done, at + done)
+        if moved <= 0:
             return False
-        done += got
+        done += moved
     return True
+
+
+@njit(cache=True, nogil=True)
+def read_exactly(fd, array, at):
+    """Fill the contiguous ``array`` with the bytes of file ``fd`` from offset ``at``;
+    False if the file ends first or a read fails."""
+    return _transfer(fd, array, at, False)
 
 
 @njit(cache=True, nogil=True)
 def write_exactly(fd, array, at):
     """Write the bytes of the contiguous ``array`` into file ``fd`` from offset ``at``;
     False if a write fails (or writes nothing)."""
-    size = array.size * array.itemsize
-    done = 0
-    while done < size:
-        wrote = _pwrite(fd, array.ctypes.data + done, size - done, at + done)
-        if wrote <= 0:
-            return False
-        done += wrote
-    return True
-
+    return _transfer(fd, array, at, True)
