@@ -100,3 +100,27 @@ def test_cpu_time_first_path_equals_the_rows_path(dtype, nodata):
         assert got.dtype == want.dtype and got.shape == want.shape, name
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
         np.testing.assert_allclose(got, want, rtol=1e-5 if got.dtype == np.float32 else 1e-10, atol=1e-9, err_msg=name)
+
+
+def test_any_layout_runs_the_one_compiled_kernel_per_dtype():
+    """C, Fortran-ordered, strided and read-only data give the same decomposition, through
+    one compiled batch kernel per dtype: C-contiguous and read-only (every other layout
+    would compile the ~25 s kernel again)."""
+    from numba import types
+
+    from tscube.stl import _cpu, stl
+
+    rng = np.random.default_rng(7)
+    wide = 50 + 10 * np.sin(np.arange(48)[:, None] * np.pi / 3) + rng.normal(0, 1, (48, 10))
+    values = wide[:, ::2]  # strided
+    readonly = values.copy()
+    readonly.flags.writeable = False
+    want = stl(np.ascontiguousarray(values), 6, engine="cpu")
+    for layout in (values, np.asfortranarray(values), readonly):
+        got = stl(layout, 6, engine="cpu")
+        for name in ("seasonal", "trend", "remainder", "weights"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    assert not values.flags.c_contiguous and values.flags.writeable  # the input untouched
+    data_types = {signature[0] for signature in _cpu._decompose_batch.signatures}
+    assert data_types <= {types.Array(dtype, 2, "C", readonly=True)
+                          for dtype in (types.float32, types.float64)}, data_types
