@@ -359,7 +359,8 @@ def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -
     total = rows + n_new
     with open(path, "r+b") as handle:  # the committed rows stay; later ones are this update's
         handle.truncate(total * n_pixels * 8)  # (rows of a killed, longer update cut)
-        if n_new:  # blocks allocated now: a full disk then fails before the update writes anything
+        if n_new and hasattr(os, "posix_fallocate"):  # (not on macOS) blocks allocated now: a full
+            # disk then fails before the update writes anything
             os.posix_fallocate(handle.fileno(), rows * n_pixels * 8, n_new * n_pixels * 8)
     state = dict(static, residuals=_residual_rows(path, (rows, n_pixels), "c"))
     grid_moved = not np.array_equal(build_time_axis(dates, model["freq"]).time, time[:len(dates)])
