@@ -45,7 +45,7 @@ import numba
 import numpy as np
 
 from . import nrt
-from .plan import kernel_nodata
+from .plan import check_numeric_dtype, kernel_nodata
 
 #: The directory of the state inside a saved state's Zarr store.
 STATE_DIR = ".tscube-state"
@@ -342,7 +342,7 @@ def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -
     all_dates, time, new, X = nrt.new_design(model, dates, new_dates)  # refuses dates that are not later
     rows, n_pixels = int(manifest["rows"]), int(manifest["pixels"])
     values = np.ascontiguousarray(values)
-    nrt.check_image_dtype(values)
+    check_numeric_dtype(values, "images")
     if values.shape[1] != n_pixels:
         raise ValueError(f"new images have {values.shape[1]} pixels, the state {n_pixels}")
     n_new = len(all_dates) - len(dates)

@@ -12,7 +12,7 @@ from ..timeaxis import TIME_TOL, build_time_axis, format_when, to_decimal_year
 from .critval import check_process_type, critical_value
 from .design import build_design
 from .history import HISTORY_METHODS, ROC_LAMBDA_05
-from .plan import MonitorPlan
+from .plan import MonitorPlan, check_numeric_dtype
 from .result import BfastMonitorResult
 
 #: Most regressors a model may have (every engine: the cuda solve keeps k x k in shared
@@ -39,8 +39,7 @@ def _resolve_engine(engine: str, n_values: int) -> str:
 
 def _as_data(data) -> np.ndarray:
     values = np.asarray(data)
-    if values.dtype == bool or not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)):
-        raise TypeError(f"data must be a float or integer array, got dtype {values.dtype}")
+    check_numeric_dtype(values)
     if values.ndim == 0:
         raise ValueError("data must have a time axis first: shape (T, ...), got a scalar")
     return values

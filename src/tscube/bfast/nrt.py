@@ -70,7 +70,7 @@ from .._prefetch import prefetch_row
 from ..timeaxis import TIME_TOL, build_time_axis
 from ._cpu import _solve_equilibrated, add_normal_row, mirror_lower, process_bound
 from .design import build_design
-from .plan import PERFECT_FIT_RTOL, invalid_mask
+from .plan import PERFECT_FIT_RTOL, check_numeric_dtype, invalid_mask
 from .result import MONITORED, OUTPUT_DTYPES, BfastMonitorResult, BfastStatus, empty_outputs
 
 #: Version of the state layout (saved with the state; another version is not loaded).
@@ -1103,12 +1103,6 @@ def state_from_dataset(ds) -> tuple[dict, dict, np.ndarray]:
 # the public object
 
 
-def check_image_dtype(values: np.ndarray) -> None:
-    """Refuse images that are not float or integer numbers (as :func:`tscube.bfast_monitor`)."""
-    if values.dtype == bool or not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)):
-        raise TypeError(f"images must be a float or integer array, got dtype {values.dtype}")
-
-
 def _as_input(data, dates, time_dim: str):
     """``(values (T, P), dates, pixel dims, pixel coords, pixel shape)`` of NumPy or xarray input."""
     from ..xarray_blocks import is_xarray, time_coordinate
@@ -1129,7 +1123,7 @@ def _as_input(data, dates, time_dim: str):
         coords = None
     if values.ndim == 0:
         raise ValueError("data must have a time axis first: shape (T, ...)")
-    check_image_dtype(values)
+    check_numeric_dtype(values, "images")
     pixel_shape = values.shape[1:]
     return values.reshape(values.shape[0], int(np.prod(pixel_shape))), _normalise_dates(dates), pixel_dims, coords, pixel_shape
 

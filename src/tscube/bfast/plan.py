@@ -71,6 +71,13 @@ class MonitorPlan:
         return self.process_type == "OLS-CUSUM"
 
 
+def check_numeric_dtype(values: np.ndarray, what: str = "data") -> None:
+    """Refuse ``values`` that are not float or integer numbers (bool, complex, object,
+    strings): a TypeError that names them as ``what``."""
+    if values.dtype == bool or not (np.issubdtype(values.dtype, np.integer) or np.issubdtype(values.dtype, np.floating)):
+        raise TypeError(f"{what} must be a float or integer array, got dtype {values.dtype}")
+
+
 def invalid_mask(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, np.ndarray]:
     """Missing-value mask (NaN, inf or ``nodata``) and the inf mask of ``values``."""
     if np.issubdtype(values.dtype, np.integer):
