@@ -10,9 +10,11 @@ that use them can be cached on disk), on file descriptors the caller opened.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from ._jit import jit
 
 
 def _positional_io(name: str):
@@ -39,7 +41,7 @@ _pread = _positional_io("pread")
 _pwrite = _positional_io("pwrite")
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True, error_model="numpy")
 def _transfer(fd, array, at, write):
     """Move the bytes of the contiguous ``array`` from (``write``: to) file ``fd`` at offset
     ``at``, in as many calls as the system needs; False if a call moves nothing or fails."""
@@ -56,14 +58,14 @@ def _transfer(fd, array, at, write):
     return True
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True, error_model="numpy")
 def read_exactly(fd, array, at):
     """Fill the contiguous ``array`` with the bytes of file ``fd`` from offset ``at``;
     False if the file ends first or a read fails."""
     return _transfer(fd, array, at, False)
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True, error_model="numpy")
 def write_exactly(fd, array, at):
     """Write the bytes of the contiguous ``array`` into file ``fd`` from offset ``at``;
     False if a write fails (or writes nothing)."""

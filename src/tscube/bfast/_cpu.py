@@ -43,9 +43,10 @@ import math
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import config
+from .._jit import CONTRACT, jit
 from .._prefetch import prefetch_row
 from .plan import PERFECT_FIT_RTOL, SINGULAR_PIVOT_TOL, MonitorPlan, kernel_nodata
 from .result import BfastStatus, empty_outputs, flag_status
@@ -67,7 +68,7 @@ _SMALL_SELECT = np.uint64(16)  # below this many candidates, selection by partia
 _U = np.uint64  # unsigned indices: numba adds a negative-index wraparound to signed ones
 
 
-@njit(cache=True)
+@jit(fastmath=CONTRACT)
 def _split(source, first, lo, hi, scratch, dst, pivot, inclusive):
     """Out-of-place partition of ``source[first + lo:first + hi]`` into
     ``scratch[dst + lo:dst + hi]``: the values below ``pivot`` (``<=`` if ``inclusive``)
@@ -85,7 +86,7 @@ def _split(source, first, lo, hi, scratch, dst, pivot, inclusive):
     return i - dst
 
 
-@njit(cache=True)
+@jit(fastmath=CONTRACT)
 def _median(data, start, n, scratch):
     """Median of ``data[start:start + n]`` (mean of the two middle values for even ``n``), like
     ``np.median``; ``data`` is left unchanged, ``scratch`` holds ``>= 2 n`` values.
@@ -148,7 +149,7 @@ def _median(data, start, n, scratch):
     return 0.5 * (scratch[first + k1] + scratch[first + k2])
 
 
-@njit(cache=True)
+@jit()
 def _solve_equilibrated(G, b, k, beta, work):
     """Solve ``G beta = b`` (G symmetric positive semi-definite, k x k) by an equilibrated
     Cholesky factorisation; return False if G is numerically singular.
@@ -189,7 +190,7 @@ def _solve_equilibrated(G, b, k, beta, work):
     return True
 
 
-@njit(cache=True)
+@jit()
 def add_normal_row(G, xy, X, r, v):
     """Add row ``r`` of ``X`` (observed ``v``) to the normal equations: the lower triangle
     of ``G = X'X`` and ``xy = X'y``."""
@@ -200,7 +201,7 @@ def add_normal_row(G, xy, X, r, v):
             G[a, c] += xa * X[r, c]
 
 
-@njit(cache=True)
+@jit()
 def mirror_lower(G):
     """Copy the lower triangle of ``G`` to the upper one."""
     for a in range(G.shape[0]):
@@ -208,7 +209,7 @@ def mirror_lower(G):
             G[a, c] = G[c, a]
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", error_model="numpy")
 def process_bound(ratio, critval, cusum):
     """Boundary of the monitoring process at ``ratio`` = t / n (t: 1-based position from
     the history start, n: history size), as R's ``boundary``: OLS-CUSUM
@@ -219,7 +220,7 @@ def process_bound(ratio, critval, cusum):
     return critval * math.sqrt(2.0 * math.log(ratio)) if ratio > math.e else critval * math.sqrt(2.0)
 
 
-@njit(cache=True)
+@jit(fastmath=CONTRACT)
 def _monitor_one(
     y, rows, nv, X, levels, all_levels, time, first_hist, begin, h, critval, cusum,
     G, xy, beta, work, resid, sel, p, s,
@@ -299,7 +300,7 @@ def _monitor_one(
         break_time[s, p] = time[rows[mid + first]]
 
 
-@njit(cache=True)
+@jit(fastmath=CONTRACT)
 def _mosum_tail(
     buf, offset, m, n, rss, esum, ysum, ymax, k, h, critval, cusum, sel, p, s,
     status, magnitude, relative, mosum_mean, statistic, sigma_out, rmse, want_process,
@@ -361,7 +362,7 @@ def _mosum_tail(
     return first if finite else -1
 
 
-@njit(parallel=True, cache=True, fastmath={"contract"})
+@jit(parallel=True, fastmath=CONTRACT)
 def _monitor_kernel(
     values, nodata, has_nodata, X, levels, all_levels, time, first_hist, monitor_begin, h, critval, cusum, block,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
@@ -416,12 +417,11 @@ def _monitor_kernel(
                 )
 
 
-_FAST = {"contract"}
 _TILE = 4  # dates per register tile of the Gram accumulation
 _PREFETCH_DATES = 8  # dates ahead whose block rows _load_block asks the cache for
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _load_block(values, p0, width, nodata, has_nodata, W, Y, nvalid, ninf):
     """Read pixels ``[p0, p0 + width)`` of every date once, as stored (time-major), into
     the float64 block buffers: ``W`` = 1.0 where the observation counts, else 0.0, and
@@ -452,7 +452,7 @@ def _load_block(values, p0, width, nodata, has_nodata, W, Y, nvalid, ninf):
             Y[t, q] = 0.0
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _gram_tiles(G, xy, M, Ym, F, X, t, stop):
     """Add the dates ``t, t+1, ...`` to the masked sums ``G`` of the Gram basis functions
     ``F`` (:func:`gram_basis`; one column per pixel) and to ``X'y``, in whole tiles of
@@ -481,7 +481,7 @@ def _gram_tiles(G, xy, M, Ym, F, X, t, stop):
     return t
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _gram_singles(G, xy, M, Ym, F, X, t, stop):
     """Add the dates ``[t, stop)`` one by one (the remainder after :func:`_gram_tiles`)."""
     kk = F.shape[1]
@@ -498,7 +498,7 @@ def _gram_singles(G, xy, M, Ym, F, X, t, stop):
                 xy[a, q] += Ym[u, q] * x0
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _expand_gram(G, Gf, ptr, index, value, width):
     """The masked Gram matrices (lower triangles) from the masked sums of the basis
     functions: ``G[ab] = sum_i value[i] Gf[index[i]]`` over ``ptr[ab] <= i < ptr[ab + 1]``."""
@@ -512,7 +512,7 @@ def _expand_gram(G, Gf, ptr, index, value, width):
                 G[ab, q] += c * Gf[f, q]
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _solve_lanes(G, xy, k, D, L, tmp, beta, ok):
     """Equilibrated Cholesky solves of all pixels of a block at once (pixels as SIMD lanes).
 
@@ -571,7 +571,7 @@ def _solve_lanes(G, xy, k, D, L, tmp, beta, ok):
             beta[a, q] /= D[a, q]
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _residuals(E, e, Y, Xr, beta, t):
     """``E[e] = Y[t] - Xr[t] beta`` for one date ``t`` (all lanes; masked later).
 
@@ -595,7 +595,7 @@ def _residuals(E, e, Y, Xr, beta, t):
             E[e, q] = src[i, q] - fit
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _residual_quad(E, e, Y, Xr, beta, t):
     """:func:`_residuals` of the four dates ``t .. t + 3`` into rows ``e .. e + 3`` in one
     pass: each coefficient of ``beta`` loaded once serves four dates (one date per pass
@@ -632,7 +632,7 @@ def _residual_quad(E, e, Y, Xr, beta, t):
             E[e + 3, q] = src[i + 3, q] - f3
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _history_residual_sums(E, Y, Xr, beta, M, Ym, t0, begin, nh, ymax, rss, esum):
     """Residuals of the dates ``[t0, begin)`` (all lanes) and, while each row is in cache,
     per lane: history size, max |y|, residual sum of squares and sum (mask ``M``)."""
@@ -661,7 +661,7 @@ def _history_residual_sums(E, Y, Xr, beta, M, Ym, t0, begin, nh, ymax, rss, esum
         t += step
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _monitor_residuals_compacted(R, Y, Xr, beta, W, begin, width, offset, C, pos, mcount):
     """Residuals of the monitoring dates ``[begin, T)``, four dates at a time into the
     small buffer ``R`` (``(4, lanes)``, in cache), each lane's valid ones appended to its
@@ -698,7 +698,7 @@ def _monitor_residuals_compacted(R, Y, Xr, beta, W, begin, width, offset, C, pos
         mcount[q] = pos[q] - (q * row + offset)
 
 
-@njit(cache=True)
+@jit(fastmath=CONTRACT)
 def _compact_history_tail(E, M, begin, t0, window, width, offset, C, pos):
     """Put each lane's last ``window[q] - 1`` valid history residuals (rows of ``E``,
     mask ``M``) just before its monitoring residuals, which start at ``C[q, offset]``.
@@ -725,7 +725,7 @@ def _compact_history_tail(E, M, begin, t0, window, width, offset, C, pos):
         t -= 1
 
 
-@njit(cache=True)
+@jit(fastmath=CONTRACT)
 def _monitor_date(W, q, begin, j):
     """Date index of the ``j``-th (0-based) valid monitoring observation of lane ``q``."""
     t = begin
@@ -736,7 +736,7 @@ def _monitor_date(W, q, begin, j):
     return t
 
 
-@njit(cache=True)
+@jit(fastmath=CONTRACT)
 def _pixel_tail(
     buf, offset, q, p, s, W, begin, n, m, rss, esum, ysum, ymax, k, time, h, critval, cusum, sel,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma_out, rmse,
@@ -762,7 +762,7 @@ def _pixel_tail(
         break_time[s, p] = time[t]
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=CONTRACT)
 def _monitor_block(
     T, p0, width, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order, monitor_begin, h,
     critval, cusum,
@@ -906,7 +906,7 @@ def _monitor_block(
                 )
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _monitor_simd_kernel(
     values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
     monitor_begin, h, critval, cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,

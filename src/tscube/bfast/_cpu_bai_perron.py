@@ -29,8 +29,8 @@ import math
 
 import numba
 import numpy as np
-from numba import njit
 
+from .._jit import jit
 from .ols import LM_FIT_TOL
 
 #: Exact refits after the first full-rank fit, every k rows.
@@ -46,7 +46,7 @@ _SUMS_MIN_ROWS = 3
 _SUMS_MIN_PIVOT = 1e-5
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", error_model="numpy")
 def _dot(a, b, first, step, count):
     """``sum(a[i] * b[first + step * i] for i < count)`` in four interleaved partial
     sums: a floating-point sum's chain of dependent additions, four times shorter."""
@@ -62,7 +62,7 @@ def _dot(a, b, first, step, count):
     return (s0 + s1) + (s2 + s3)
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
     """OLS of ``count`` compacted rows (positions ``first + step * i``) with R's in-order
     aliasing, by modified Gram–Schmidt on the columns (scratch ``Q`` ``(k, T)``, a column
@@ -120,7 +120,7 @@ def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
     return nk
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P, Px, refits=_REFITS):
     """Recursive residuals (strucchange ``recresid``) of ``count`` compacted rows from
     position ``first`` by ``step`` (+1 forward, -1 reversed): ``count - k`` values to
@@ -144,7 +144,7 @@ def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P,
     return full_at
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def recursive_residual(X, r, value, beta, P, Px, update):
     """The standardised prediction error of row ``r`` of ``X`` (observed ``value``) from
     the fit ``beta``, ``P = (X'X)^{-1}`` of the rows before it; with ``update``, the
@@ -175,7 +175,7 @@ def recursive_residual(X, r, value, beta, P, Px, update):
 _SURELY_FULL_PIVOT = 1e-8
 
 
-@njit(cache=True)
+@jit()
 def _cholesky_of_sums(S, i, j, k, min_pivot, L):
     """Cholesky factor ``L`` of the Gram of compacted rows ``i..j-1`` (the difference of
     the prefix sums ``S``); False, unfinished, as soon as an equilibrated pivot (``1 - R^2``
@@ -194,7 +194,7 @@ def _cholesky_of_sums(S, i, j, k, min_pivot, L):
     return True
 
 
-@njit(cache=True)
+@jit()
 def first_rows_full_rank(X, rows, i, Q, S, L):
     """Whether the ``k`` rows from compacted position ``i`` have full rank by R's rule:
     at once when the Cholesky factor of their Gram from the prefix sums ``S`` is far from
@@ -226,7 +226,7 @@ def first_rows_full_rank(X, rows, i, Q, S, L):
     return True
 
 
-@njit(cache=True)
+@jit()
 def _prefix_sums(X, rows, y, n, S, U, YY):
     """Cumulative X'X (its lower triangle: all that the Cholesky factors read), X'y and
     y'y of the compacted rows (y centred on its mean); returns the mean."""
@@ -253,7 +253,7 @@ def _prefix_sums(X, rows, y, n, S, U, YY):
     return mean
 
 
-@njit(cache=True)
+@jit()
 def _inverse_from_sums(S, i, j, P, L):
     """``P`` = the inverse Gram of compacted rows ``i..j-1`` from the prefix sums
     (Cholesky); False if the Gram is too ill-conditioned for that
@@ -285,7 +285,7 @@ def _inverse_from_sums(S, i, j, P, L):
     return True
 
 
-@njit(cache=True)
+@jit()
 def _rss_from_sums(P, U, YY, i, j):
     """RSS of the least-squares fit of compacted rows ``i..j-1`` from their inverse Gram
     ``P`` and the prefix sums: ``y'y - (X'y)' P X'y``, one coefficient at a time."""
@@ -299,7 +299,7 @@ def _rss_from_sums(P, U, YY, i, j):
     return max(rss, 0.0)
 
 
-@njit(cache=True)
+@jit()
 def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, steps, s0, record):
     """Sherman–Morrison updates of ``P`` = (X'X)^{-1} of a growing segment over ``count``
     compacted rows from ``first`` by ``step``; ``out[c]`` = ``total`` + the squared
@@ -346,7 +346,7 @@ def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, s
                 P[a, b] -= pa * Px[b]
 
 
-@njit(cache=True)
+@jit()
 def _update_8(X, rows, y, mean, U, fixed, first, step, count, total, P, out, steps, s0, record):
     """:func:`_update` for eight regressors (the default trend and three harmonics), the
     same operations in the same order (the same bits), ``P x`` in locals: with the loops
@@ -409,7 +409,7 @@ def memo_chunks(n_pixels: int, block: int) -> int:
     return min(-(-n_pixels // block), 2 * numba.get_num_threads())
 
 
-@njit(cache=True)
+@jit()
 def triangle_memo(n_times, k):
     """Scratch for :func:`optimal_partitions` that lets pixels with the same compacted rows
     (valid dates), ``n`` and ``h`` as the previous one share everything of their
@@ -426,20 +426,20 @@ def triangle_memo(n_times, k):
             np.empty(n_times + 1, dtype=np.int64), np.empty((capacity, k + 1)), last, replay_scratch(n_times, k, 1))
 
 
-@njit(cache=True)
+@jit()
 def memo_holds_room(memo, n):
     """Whether ``memo`` can record the rows-only part of the segments of ``n`` rows."""
     return memo[0].shape[0] >= n and memo[4].shape[0] >= n * (n + 1) // 2 + n
 
 
-@njit(cache=True)
+@jit()
 def memo_recorded(memo, rows, n, h):
     """Whether ``memo`` holds the rows-only part of all the segments of these rows, ``n``
     and ``h``."""
     return _same_rows(memo, rows, n, h) and memo[1][2] == 1
 
 
-@njit(cache=True)
+@jit()
 def same_rows(a, b, n):
     """Whether two pixels' compacted rows (valid dates) agree in their first ``n``."""
     for i in range(n):
@@ -448,14 +448,14 @@ def same_rows(a, b, n):
     return True
 
 
-@njit(cache=True)
+@jit()
 def _same_rows(memo, rows, n, h):
     """Whether the previous pixel had these compacted rows, ``n`` and ``h``."""
     memo_rows, key = memo[0], memo[1]
     return key[0] == n and key[1] == h and memo_rows.shape[0] >= n and same_rows(memo_rows, rows, n)
 
 
-@njit(cache=True)
+@jit()
 def programme_start(best, arg, M, n, lane, lanes):
     """Empty programmes (:func:`optimal_partitions`) for ``m = 0..M`` breaks and ends
     ``0..n-1`` of lanes ``lane..lane+lanes-1``."""
@@ -466,7 +466,7 @@ def programme_start(best, arg, M, n, lane, lanes):
                 arg[m, e, g] = -1
 
 
-@njit(cache=True)
+@jit()
 def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
     """Segments of rows ``i..first_end + c`` (RSS ``values[c, g]``, ``c < count``)
     offered to the programmes of lanes ``lane + g`` (``g < G``): those of at least ``h``
@@ -510,7 +510,7 @@ def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
                     at[g] = i - 1
 
 
-@njit(cache=True)
+@jit()
 def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
                        force_record=False):
     """Bai–Perron dynamic programme of one pixel for ``m = 0..M`` breaks into lane
@@ -602,7 +602,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
         key[2] = 1  # complete: the next pixel with these rows replays it
 
 
-@njit(cache=True)
+@jit()
 def _forward(X, rows, y, i, count, w, Q, R, idx, beta, P, Px):
     """R's RSS of rows ``i..i+j`` for ``j = k..count-1`` (its recursion) into
     ``w[j - k]``."""
@@ -614,7 +614,7 @@ def _forward(X, rows, y, i, count, w, Q, R, idx, beta, P, Px):
         w[c] = total
 
 
-@njit(cache=True)
+@jit()
 def replay_scratch(n_times, k, lanes):
     """Scratch of :func:`replay_partitions` for up to ``lanes`` pixels of ``n_times``
     dates: prefix sums X'y ``(T + 1, k, lanes)`` and y'y, centred values, means, the RSS
@@ -625,7 +625,7 @@ def replay_scratch(n_times, k, lanes):
             np.empty(2 * lanes), np.empty((n_times, lanes)), np.empty((n_times, lanes)), np.empty((k, lanes)))
 
 
-@njit(cache=True)
+@jit()
 def _prefix_sums_lanes(X, rows, Y, group, n, U, YY, centred, mean):
     """:func:`_prefix_sums` (without the Gram) of the pixels ``group`` (rows of ``Y``),
     the pixels as lanes (``U[i, a, g]``, ``YY[i, g]``), in the same order of operations;
@@ -655,7 +655,7 @@ def _prefix_sums_lanes(X, rows, Y, group, n, U, YY, centred, mean):
                 U[pos + 1, a, g] = U[pos, a, g] + xa * centred[pos, g]
 
 
-@njit(cache=True)
+@jit()
 def _rss_from_sums_lanes(P, U, YY, i, j, G, diff, gain, out):
     """The RSS of :func:`_rss_from_sums` of rows ``i..j-1`` for every lane at
     once into ``out[:G]``, in its order of operations (the same bits). Scratch:
@@ -679,7 +679,7 @@ def _rss_from_sums_lanes(P, U, YY, i, j, G, diff, gain, out):
         out[g] = max(out[g], 0.0)
 
 
-@njit(cache=True)
+@jit()
 def _replay_rows(steps, s0, count, first, step, fixed, U, centred, base, out, G, k):
     """The recorded updates ``s0..s0+count-1`` of :func:`_update` (rows ``first`` by
     ``step``, the segment's fixed end ``fixed``) for every lane at once:
@@ -705,7 +705,7 @@ def _replay_rows(steps, s0, count, first, step, fixed, U, centred, base, out, G,
             out[c, g] = before[g] + err * (err * inv_f)
 
 
-@njit(cache=True)
+@jit()
 def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch, beta, P, Px, Q, R, idx, w):
     """:func:`optimal_partitions` of the pixels ``group`` (rows of ``Y``; programmes in
     lanes ``lane + g``) that share the compacted ``rows``, ``n`` and ``h`` recorded in
@@ -747,7 +747,7 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
             _programme_row(best, arg, M, n, h, lane, G, i, n - 1, last[i:], 1)
 
 
-@njit(cache=True)
+@jit()
 def breaks_of(arg, m, n, out, lane=0):
     """The ``m`` breakpoints of the best ``m``-break partition (programme ``lane``) into
     ``out[:m]``."""
@@ -758,6 +758,6 @@ def breaks_of(arg, m, n, out, lane=0):
         out[level - 1] = arg[level, out[level], lane]
 
 
-@njit(cache=True)
+@jit()
 def minus_2_loglik(rss_m, n):
     return n * (math.log(rss_m) + 1.0 - math.log(n) + math.log(2.0 * math.pi))

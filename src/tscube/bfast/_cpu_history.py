@@ -24,18 +24,47 @@ import math
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._cpu_bai_perron import (breaks_of, memo_chunks, minus_2_loglik, optimal_partitions, qr_fit_in_order,
-                              recursive_residuals, triangle_memo)
+from .._jit import CONTRACT, jit
+from ._cpu_bai_perron import (
+    breaks_of,
+    memo_chunks,
+    minus_2_loglik,
+    optimal_partitions,
+    qr_fit_in_order,
+    recursive_residuals,
+    triangle_memo,
+)
 from ._cpu_lane_inverse import inverse_lanes
-from ._cpu_lane_layout import (_LANES, _PACKED, _S_ALONE, _S_BETA, _S_BNEW, _S_COUNT, _S_CUM, _S_FIRST, _S_FULL, _S_G,
-                               _S_MEAN, _S_OK, _S_P, _S_PNEW, _S_RHS, _S_ROWS, _S_RSS, _S_SCALE, _S_STAT, _S_TAKE,
-                               _S_YMAX, _U, LANE_REGRESSORS)
+from ._cpu_lane_layout import (
+    _LANES,
+    _PACKED,
+    _S_ALONE,
+    _S_BETA,
+    _S_BNEW,
+    _S_COUNT,
+    _S_CUM,
+    _S_FIRST,
+    _S_FULL,
+    _S_G,
+    _S_MEAN,
+    _S_OK,
+    _S_P,
+    _S_PNEW,
+    _S_RHS,
+    _S_ROWS,
+    _S_RSS,
+    _S_SCALE,
+    _S_STAT,
+    _S_TAKE,
+    _S_YMAX,
+    _U,
+    LANE_REGRESSORS,
+)
 from ._cpu_series import compact_valid, load_tile, tile_buffer
 from .history import ROC_LAMBDA_05
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
-
 
 #: Exact refits of the ROC recursive residuals after the first full-rank fit: one, k rows
 #: later, is enough for the known near-tie (tests/test_bfast_history.py); Bai–Perron's
@@ -43,7 +72,7 @@ from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
 _ROC_REFITS = 1
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _fit_sigma(X, rows, y, n, full, Q, R, P, beta, idx):
     """Residual standard deviation of the OLS fit of all ``n`` compacted rows, after
     :func:`recursive_residuals` over them (``full``: one of their prefixes had full rank):
@@ -61,12 +90,12 @@ def _fit_sigma(X, rows, y, n, full, Q, R, P, beta, idx):
     return math.sqrt(rss / max(n - k, 1))
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _phi(x):
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _roc_verdict(stat, first, m, level):
     """Rows to drop from the front (forward order) and the no-crossing flag, from the
     Rec-CUSUM statistic ``stat`` of ``m`` recursive residuals and the first (1-based)
@@ -83,7 +112,7 @@ def _roc_verdict(stat, first, m, level):
     return m + 1 - first, False
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _roc_start(w, m, level, exact_fit):
     """Rows to drop from the front (forward order) and the no-crossing flag."""
     if m < 2 or exact_fit:
@@ -109,7 +138,7 @@ def _roc_start(w, m, level, exact_fit):
     return _roc_verdict(stat, first, m, level)
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx):
     """ROC of one pixel's ``n > k`` compacted candidates (forward order): rows to drop
     from the front and the no-crossing flag."""
@@ -122,7 +151,7 @@ def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx):
     return _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
 
 
-@njit(cache=True)
+@jit()
 def _bp_start(X, rows, y, n, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
     """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
     k = X.shape[1]
@@ -160,10 +189,9 @@ def _bp_start(X, rows, y, n, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
 # Layout: :mod:`tscube.bfast._cpu_lane_layout`; the exact solve is written out for eight
 # regressors in :mod:`tscube.bfast._cpu_lane_inverse`.
 
-_FAST = {"contract"}
 
 
-@njit(cache=True, error_model="numpy")
+@jit(error_model="numpy")
 def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
     """Lane ``q``'s valid candidates among dates ``[0, stop)`` (``tile[q]``), latest first:
     dates in ``rows[i * _LANES + q]`` (int32), values in ``yc[i * _LANES + q]``; their
@@ -192,7 +220,7 @@ def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
         S[_U(_S_YMAX * W + q)] = top
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _gather_design(X8, rows, n_rows, Xc):
     """``Xc[(i * 8 + b) * _LANES + q] = X8[rows[i * _LANES + q], b]``: the design rows of
     every lane's compacted candidates (an indexed load, kept out of the vectorised loops)."""
@@ -207,7 +235,7 @@ def _gather_design(X8, rows, n_rows, Xc):
                 Xc[x + _U(b * W)] = flat[r + _U(b)]
 
 
-@njit(cache=True, error_model="numpy")
+@jit(error_model="numpy")
 def _exact_solves(S, i, k, width):
     """The exact solves of step ``i`` (the first fit, on ``k`` rows, and its refresh at
     2k), lane-parallel, taken by every lane that has row ``i``; a lane where a pivot says
@@ -228,7 +256,7 @@ def _exact_solves(S, i, k, width):
             S[_U(_S_ALONE * W + q)] = 1.0
 
 
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy")
 def _add_eight_rows(S, Xc, yc, lo, hi, k):
     """Gram and X'y of the exact solves: add rows ``lo .. hi - 1`` (at most eight) of every
     lane that has them, eight rows per pass over the Gram (the sums in the order of the
@@ -257,7 +285,7 @@ def _add_eight_rows(S, Xc, yc, lo, hi, k):
                 S[_U(g + q)] = acc
 
 
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy")
 def _rank_one_step(S, Xc, yc, w, i, k):
     """Recursive residual of row ``i`` of every lane into ``w[(i - k) * _LANES + q]`` and,
     for the lanes that have that row and a full-rank fit, the Sherman–Morrison update of
@@ -347,7 +375,7 @@ def _rank_one_step(S, Xc, yc, w, i, k):
         S[_U(35 * W + q)] -= v * u7
 
 
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy")
 def _fit_rss(S, Xc, yc, n_rows):
     """Residual sum of squares of each lane's candidates under its final coefficients, for
     the perfect-fit check. (Not the sum of the squared recursive residuals, equal in exact
@@ -368,7 +396,7 @@ def _fit_rss(S, Xc, yc, n_rows):
             S[_U(_S_RSS * W + q)] += e * e if i < S[_U(_S_COUNT * W + q)] else 0.0
 
 
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy")
 def _rec_cusum_lanes(S, w, k):
     """Rec-CUSUM of each lane's ``m = count - k`` recursive residuals: its max statistic
     and first (1-based) crossing of the alpha = 0.05 boundary (-1: none), the arithmetic
@@ -408,7 +436,7 @@ def _rec_cusum_lanes(S, w, k):
             S[_U(_S_FIRST * W + q)] = j if live and first < 0.0 and value > ROC_LAMBDA_05 * bound else first
 
 
-@njit(cache=True, error_model="numpy")
+@jit(error_model="numpy")
 def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
                alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged):
     """ROC history start of pixels ``[p0, p0 + width)`` (``tile``: their series) for the
@@ -459,7 +487,7 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
             first_hist[s, p0 + q] = rows[_U((n - 1 - drop) * W + q)]
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n_chunks, first_hist, flagged):
     """ROC history selection, ``n_chunks`` parallel workers each streaming its range of
     blocks of ``_LANES`` pixels through private buffers."""
@@ -496,7 +524,7 @@ def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n
                            alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged)
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, level, block, n_chunks, first_hist,
                     flagged):
     T, P = values.shape

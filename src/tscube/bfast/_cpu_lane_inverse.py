@@ -2,13 +2,12 @@
 
 import math
 
-from numba import njit
-
+from .._jit import CONTRACT, jit
 from ._cpu_lane_layout import _LANES, _S_BNEW, _S_G, _S_OK, _S_PNEW, _S_RHS, _U
 from .ols import ALIAS_PIVOT_TOL
 
 
-@njit(cache=True, fastmath={"contract"}, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy")
 def inverse_lanes(S, k):
     """The exact solve of every lane's normal equations (Gram ``_S_G``, right-hand side
     ``_S_RHS``, ``k <= 8`` regressors): the inverse into ``_S_PNEW`` (packed), the

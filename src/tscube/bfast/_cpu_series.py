@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from .._jit import jit
 from .._prefetch import prefetch_row
 
 
-@njit(cache=True)
+@jit()
 def tile_buffer(width, stop):
     """An uninitialised float64 tile for :func:`load_tile`: ``width`` rows of at least
     ``stop`` values, each row an odd number of cache lines long. (Rows a power of two of
@@ -30,7 +30,7 @@ def tile_buffer(width, stop):
 _PREFETCH_DATES = 8  # dates ahead whose rows load_tile asks the cache for
 
 
-@njit(cache=True)
+@jit()
 def load_tile(values, p0, width, stop, tile):
     """``tile[q, t] = values[t, p0 + q]`` (float64) for ``q < width``, ``t < stop``.
 
@@ -47,7 +47,7 @@ def load_tile(values, p0, width, stop, tile):
             tile[q, t] = np.float64(values[t, base + np.uint64(q)])
 
 
-@njit(cache=True)
+@jit()
 def compact_valid(series, stop, nodata, has_nodata, rows, y):
     """Indices (``rows``) and values (``y``) of the valid observations of
     ``series[:stop]`` (not NaN, not inf, not ``nodata``); returns their number."""

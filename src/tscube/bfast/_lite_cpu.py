@@ -12,11 +12,22 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._cpu_bai_perron import (breaks_of, memo_chunks, memo_holds_room, memo_recorded, minus_2_loglik,
-                              optimal_partitions, qr_fit_in_order, replay_partitions, replay_scratch, same_rows,
-                              triangle_memo)
+from .._jit import jit
+from ._cpu_bai_perron import (
+    breaks_of,
+    memo_chunks,
+    memo_holds_room,
+    memo_recorded,
+    minus_2_loglik,
+    optimal_partitions,
+    qr_fit_in_order,
+    replay_partitions,
+    replay_scratch,
+    same_rows,
+    triangle_memo,
+)
 from ._cpu_series import compact_valid, load_tile
 from .bai_perron import LWZ_FACTOR, LWZ_POWER
 from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
@@ -30,7 +41,7 @@ _LWZ, _BIC, _RSS, _ALL, _NUMBER = range(len(SELECTIONS))
 _BLOCK = 32
 
 
-@njit(cache=True)
+@jit()
 def _interp(x, xp, fp):
     """np.interp for increasing ``xp``, constant beyond the ends."""
     if x <= xp[0]:
@@ -41,7 +52,7 @@ def _interp(x, xp, fp):
     return fp[-1]
 
 
-@njit(cache=True)
+@jit()
 def _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, P, e, table, table_h, table_p):
     """R's OLS-MOSUM pre-test p-value over window ``nh`` = floor(n * fraction); NaN when the
     model fits the series exactly (as :func:`tscube.bfast._lite_reference.pretest`)."""
@@ -83,7 +94,7 @@ def _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, P, e, table, t
     return _interp(stat, crit, probs)
 
 
-@njit(cache=True)
+@jit()
 def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level, table, table_h,
                    table_p, p, rows, y, w, Q, R, idx, beta, Pinv, status, n_obs, h_obs, max_breaks, pretest_p):
     """Compaction, the optional pre-test and the checks of pixel ``p`` before its
@@ -130,7 +141,7 @@ def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_ask
     return M
 
 
-@njit(cache=True)
+@jit()
 def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y, n, M, best, arg, lane, Q, R, idx,
                   beta, Pinv, breaks, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out,
                   bic_out, lwz_out, trend_centre, trend_scale):
@@ -215,7 +226,7 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
 
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
                  max_cap, level, interval, table, table_h, table_p, block, max_m,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,

@@ -32,9 +32,10 @@ from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import config
+from .._jit import jit
 
 SUPPORTED_H = (0.25, 0.5, 1.0)
 SUPPORTED_END = (2, 4, 6, 8, 10)
@@ -201,7 +202,7 @@ def cusum_critical_value(level: float) -> float:
 # --------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@jit()
 def _simulate_paths(seed, first, count, frequency, windows, ends, inv_bound, out, w):
     """``count`` paths of one seeded stream: a Wiener process on the grid ``i / frequency``
     (i = 1 .. len(w)), made a Brownian bridge tied at 1; for each window ``h`` (grid steps)
@@ -229,7 +230,7 @@ def _simulate_paths(seed, first, count, frequency, windows, ends, inv_bound, out
                     e += 1
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _simulate(seed, n_paths, frequency, windows, ends):
     n_steps = ends[-1]
     out = np.empty((n_paths, windows.shape[0], ends.shape[0]))

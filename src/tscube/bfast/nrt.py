@@ -63,8 +63,9 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from .._jit import jit
 from .._kernel_io import read_exactly, write_exactly
 from .._prefetch import prefetch_row
 from ..timeaxis import TIME_TOL, build_time_axis
@@ -159,7 +160,7 @@ MODEL_PARAMS = ("order", "trend", "h", "level", "end", "history", "freq", "nodat
 # kernels (numba, one pixel lane per iteration)
 
 
-@njit(cache=True)
+@jit()
 def _residual(y, X, t, coef):
     """``y - X[t] @ coef``, summed in the engines' order."""
     r = y
@@ -168,7 +169,7 @@ def _residual(y, X, t, coef):
     return r
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tail, hot, singular, perfect):
     """History OLS of every lane with ``fit[p]``: valid rows ``first[p] <= t < stop`` of
     ``Y`` (NaN = missing). Writes the coefficients, sigma, the last ``floor(h n)``
@@ -222,7 +223,7 @@ def _fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tai
         perfect[p] = s <= PERFECT_FIT_RTOL * ymax
 
 
-@njit(cache=True, error_model="numpy")
+@jit(error_model="numpy")
 def _window_insert(v, hot, q, count, below, above, size):
     """Insert the residual ``v`` into the sorted median window of pixel ``q`` (``size``
     columns of the record ``hot[q]`` from :data:`_WINDOW`, ``count`` filled,
@@ -257,7 +258,7 @@ def _window_insert(v, hot, q, count, below, above, size):
     return count, below, above + 1  # the largest (v, or the last slot's old value) is out
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _holds_median(count, below, above):
     """Whether a median window (``count`` slots, ``below``/``above`` outside) holds the
     middle ranks of its residuals."""
@@ -265,7 +266,7 @@ def _holds_median(count, below, above):
     return below <= (n - 1) // 2 and n // 2 < below + count
 
 
-@njit(cache=True, error_model="numpy")
+@jit(error_model="numpy")
 def _rebuild_window(hot, q, n, residuals, column, offset, fresh, size):
     """Refill the median window of pixel ``q`` (``size`` columns of the record ``hot[q]``)
     from its ``n`` residuals (the non-NaN values of ``residuals[:offset, column]`` and of
@@ -290,7 +291,7 @@ def _rebuild_window(hot, q, n, residuals, column, offset, fresh, size):
     return count, below, m - below - count
 
 
-@njit(cache=True, error_model="numpy")
+@jit(error_model="numpy")
 def _window_median(hot, q, count, below, above):
     """The median of all residuals of pixel ``q`` from a window that holds the middle
     ranks (as :func:`tscube.bfast._cpu._median`: the middle value, or ``0.5 (a + b)``);
@@ -312,7 +313,7 @@ _AHEAD = 24
 BLOCK = 1024
 
 
-@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+@jit(parallel=True, nogil=True, error_model="numpy")
 def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h, critval,
              cusum, tail, residuals, fresh, count_valid, inf_added, hot, time, alert_from, out):
     """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
@@ -349,7 +350,7 @@ def _advance(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_h
                           beta.shape[0], codes, alert_from, out)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@jit(nogil=True, error_model="numpy")
 def _advance_serial(Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, history_begin, h,
                     critval, cusum, tail, residuals, fresh, count_valid, inf_added, hot, time, alert_from, out):
     """:func:`_advance` on the calling thread alone, for a band of lanes updated on a thread
@@ -363,7 +364,7 @@ def _advance_serial(Y, X, index, offset, pixel0, fitted_status, codes, beta, sig
                           beta.shape[0], codes, alert_from, out)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@jit(nogil=True, error_model="numpy")
 def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, codes, beta, sigma, n_history, h, critval,
                    cusum, tail, residuals, fresh, count_valid, inf_added, hot, changes):
     """Lanes ``first`` to ``stop`` of :func:`_advance`, their records and residuals (and the
@@ -538,7 +539,7 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fitted_status, code
                           + CHANGED_BREAK * (old[3] != first_break) + CHANGED_INF * (old[2] != n_inf))
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@jit(nogil=True, error_model="numpy")
 def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_begin, sigma, time, k, codes,
                   alert_from, out, at=0):
     """The result of lanes ``first`` to ``stop`` into ``out`` (the arrays of
@@ -598,7 +599,7 @@ def _result_block(first, stop, pixel0, fitted_status, hot, n_history, history_be
 RECORD_LANES = 4096
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@jit(nogil=True, error_model="numpy")
 def update_band_files(values, nodata, has_nodata, begin, end, X, index, offset, fitted_status, codes, beta, sigma,
                       n_history, history_begin, h, critval, cusum, tail, residuals, time, alert_from, out, record,
                       source, source_at, target, target_at, residual_file, residual_at, n_pixels, tally):
@@ -673,7 +674,7 @@ def _as_lanes(values: np.ndarray, nodata) -> tuple[np.ndarray, np.ndarray]:
     return Y, is_inf.sum(axis=0, dtype=np.int32) if is_inf.any() else _NO_INF
 
 
-@njit(cache=True, nogil=True)
+@jit(nogil=True, error_model="numpy")
 def _lanes_of(values, first, stop, nodata, has_nodata, Y, inf_added):
     """Pixels ``first`` to ``stop`` of the new images ``values`` ``(T, P)`` (any numeric
     dtype) into ``Y`` ``(T, stop - first)`` as float64, NaN where missing (NaN, inf, or
@@ -941,7 +942,7 @@ def state_result(state: dict, model: dict, dates, out: dict | None = None,
     return out
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _result_lanes(fitted_status, hot, n_history, history_begin, sigma, time, k, codes, out):
     """The result of every lane from its record ``hot[p]`` (:func:`_result_block`), in blocks
     of :data:`BLOCK` lanes on every core."""

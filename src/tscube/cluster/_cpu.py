@@ -13,14 +13,15 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from tscube import config
 
+from .._jit import CONTRACT, jit
 from ._common import nearest_centre
 from ._reference import LOG_2PI, prepare  # noqa: F401  (same preparation)
 
-_nearest_centre = njit(cache=True)(nearest_centre)
+_nearest_centre = jit()(nearest_centre)
 
 
 def _n_blocks(n_samples):
@@ -38,7 +39,7 @@ def _log_constants(precisions_cholesky, log_weights, covariance_type):
     return np.ascontiguousarray(log_weights + log_det - 0.5 * n_features * LOG_2PI)
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def _component_log_prob_full(X, i, means, prec_t, log_const, k, diff):
     """Fill ``diff = x_i - μ_k`` and return ``log w_k + log N(x_i | k)``."""
     n_features = X.shape[1]
@@ -53,7 +54,7 @@ def _component_log_prob_full(X, i, means, prec_t, log_const, k, diff):
     return log_const[k] - 0.5 * mahalanobis
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def _component_log_prob_diag(X, i, means, prec, log_const, k, diff):
     n_features = X.shape[1]
     mahalanobis = 0.0
@@ -64,7 +65,7 @@ def _component_log_prob_diag(X, i, means, prec, log_const, k, diff):
     return log_const[k] - 0.5 * mahalanobis
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _gmm_statistics_kernel(X, means, prec, log_const, full, block, n_blocks,
                            out_ll, out_nk, out_s1, out_s2):
     n_samples, n_features = X.shape
@@ -114,7 +115,7 @@ def _gmm_statistics_kernel(X, means, prec, log_const, full, block, n_blocks,
         out_s2[b] = s2
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _gmm_log_resp_kernel(X, means, prec, log_const, full, out_log_resp, out_norm):
     n_samples, n_features = X.shape
     n_components = means.shape[0]
@@ -177,7 +178,7 @@ def _kmeans_kernel(n_features: int):
     """
     n_feat = n_features
 
-    @njit(fastmath={"contract"})
+    @jit(fastmath=CONTRACT, cache=False)
     def tile_scores(m, c2, cn, xt, best, second, best_k):
         """Smallest and second smallest ``cn_k + Σ_j c2_kj x_j`` per sample, and the
         first centre reaching the smallest (``c2 = −2c``, ``cn = ‖c‖²``)."""
@@ -215,7 +216,7 @@ def _kmeans_kernel(n_features: int):
                 best_k[i] = k if s < b else best_k[i]
                 best[i] = s if s < b else b
 
-    @njit(parallel=True)
+    @jit(parallel=True, cache=False)
     def kernel(X, centers, block, n_blocks, sums_only, labels, out_sse, out_counts, out_sums):
         n_samples, n_columns = X.shape
         n_clusters = centers.shape[0]

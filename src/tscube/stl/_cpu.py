@@ -23,8 +23,9 @@ import math
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from .._jit import jit
 from ._layout import centred_times, clean_value, kernel_values, series_summaries
 from ._params import STLPLUS_ZERO_WEIGHT, StlParams
 from ._status import StlStatus
@@ -38,8 +39,12 @@ _SUB_EMPTY = int(StlStatus.SUBSERIES_EMPTY)
 _SUB_SHORT = int(StlStatus.SUBSERIES_TOO_SHORT)
 _FIT_FAILED = int(StlStatus.FIT_FAILED)
 
+# Reassociation lets LLVM vectorise the weighted sums (rounding-level changes only);
+# no "nnan"/"ninf" flags, so NaN handling is unaffected.
+_FAST = {"reassoc", "contract"}
 
-@njit(cache=True, inline="always")
+
+@jit(inline="always", fastmath=_FAST)
 def _neighbourhood(xv, xstart, nv, complete, m, q):
     """Index range [lo, hi) (into xv[xstart:xstart+nv]) of the q valid points nearest m,
     and the index of the nearest one."""
@@ -83,7 +88,7 @@ TABLE_MAX_WINDOW = 401
 _TRI, _OFFSET, _VALUE, _SLOPE, _MEAN, _SCALARS = 0, 1, 2, 3, 4, 5
 
 
-@njit(cache=True)
+@jit()
 def _build_table(window, deg, flavor, tab):
     """Loess weights of a gap-free window of ``window`` points at positions 1..window,
     evaluated at m = row for row = 0 .. half+1 (left edge, extension point 0 and, at
@@ -131,12 +136,7 @@ def _build_table(window, deg, flavor, tab):
         tab[_SCALARS, row, 2] = 1.0 if ok else 0.0
 
 
-# Reassociation lets LLVM vectorise the weighted sums (rounding-level changes only);
-# no "nnan"/"ninf" flags, so NaN handling is unaffected.
-_FAST = {"reassoc", "contract"}
-
-
-@njit(cache=True, inline="always")
+@jit(inline="always", fastmath=_FAST, error_model="numpy")
 def _fit_from_moments(s0, s1, s2, s3, s4, t0, t1, t2, h, deg, flavor, n_full):
     """Loess (value, slope) at the evaluation point from the weighted moments
     s_k = sum w v^k, t_k = sum w v^k y of the scaled offsets v = (x - m)/h; NaN value
@@ -171,7 +171,7 @@ def _fit_from_moments(s0, s1, s2, s3, s4, t0, t1, t2, h, deg, flavor, n_full):
     return t0, 0.0
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=_FAST)
 def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg,
                m, flavor):
     """General loess (value, slope, nearest index) at position m, any gaps and degree;
@@ -228,7 +228,7 @@ def _local_fit(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, 
     return value, slope, nearest
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", error_model="numpy")
 def _eval_counts(n_full, jump, extend):
     """Loess evaluations over positions 1..n_full: the jump used, the number of
     evaluations inside, and in all (+2 one-step extrapolations if ``extend``)."""
@@ -239,7 +239,7 @@ def _eval_counts(n_full, jump, extend):
     return jump, n_eval, n_eval + 2 if extend else n_eval
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", error_model="numpy")
 def _eval_position(e, n_eval, jump, n_full):
     """1-based position of evaluation ``e`` (0 and ``n_full + 1`` for the extrapolations)."""
     if e < n_eval:
@@ -247,7 +247,7 @@ def _eval_position(e, n_eval, jump, n_full):
     return 0 if e == n_eval else n_full + 1
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", fastmath=_FAST, error_model="numpy")
 def _table_position(e, n_eval, jump, n_full, half, window):
     """Evaluation ``e`` of a tabled (gap-free) loess: its 1-based position ``m``, the
     weight-table row, the window's first index, and whether the window is mirrored
@@ -260,7 +260,7 @@ def _table_position(e, n_eval, jump, n_full, half, window):
     return m, n_full + 1 - m, n_full - window, True
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", fastmath=_FAST, error_model="numpy")
 def _hermite_basis(u):
     """Cubic Hermite basis at u in [0, 1]: weights of the two values and two slopes
     (the slopes' weights to be multiplied by the interval length)."""
@@ -269,7 +269,7 @@ def _hermite_basis(u):
     return 2 * u3 - 3 * u2 + 1, 3 * u2 - 2 * u3, u3 - 2 * u2 + u, u3 - u2
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=_FAST, error_model="numpy")
 def _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride):
     """stlplus interpolation of a jumped loess: cubic Hermite (values ``fbuf``, slopes
     ``sbuf``) between the evaluation points whose fit is finite, NaN elsewhere."""
@@ -292,7 +292,7 @@ def _hermite(fbuf, sbuf, n_eval, jump, n_full, out, out_off, out_stride):
         prev = e
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=_FAST)
 def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, window, deg, jump,
            flavor, extend, out, out_off, out_stride, fbuf, sbuf, tab):
     """Loess at positions 1..n_full (and 0, n_full+1 if ``extend``) written to
@@ -396,7 +396,7 @@ def _loess(vals, wts, use_w, off, stride, xv, xstart, nv, complete, n_full, wind
         out[out_off + (n_full + 1) * out_stride] = f1
 
 
-@njit(cache=True)
+@jit()
 def _moving_average(x, n, length, ave):
     """Running mean of ``length`` over x[:n] into ave[:n - length + 1] (as Fortran)."""
     v = 0.0
@@ -408,7 +408,7 @@ def _moving_average(x, n, length, ave):
         ave[j] = v / length
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _select(a, n, k):
     """k-th smallest of a[:n] (in place, quickselect); afterwards a[:k] <= a[k]."""
     lo, hi = 0, n - 1
@@ -437,7 +437,7 @@ def _select(a, n, k):
     return a[k]
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _two_order_statistics(a, n, k_low, k_high):
     """Sum of the k_low-th and k_high-th smallest of a[:n] (k_low <= k_high, adjacent
     or equal)."""
@@ -451,7 +451,7 @@ def _two_order_statistics(a, n, k_low, k_high):
     return low + high
 
 
-@njit(cache=True)
+@jit(error_model="numpy")
 def _robustness_scale(resid, nv, n, flavor):
     """Scale of the bisquare robustness weights from the nv absolute residuals of the
     valid points in resid[:nv] (reordered): statsmodels 6 x their median, stlplus 3 x
@@ -468,7 +468,7 @@ def _robustness_scale(resid, nv, n, flavor):
     return 3.0 * _two_order_statistics(resid, nv, nv - nv // 2 - 1, nv // 2)  # 6 x median
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", error_model="numpy")
 def _bisquare(r, scale, flavor):
     """Robustness weight of a valid point with absolute residual r."""
     if flavor == _STLPLUS:
@@ -486,7 +486,7 @@ def _bisquare(r, scale, flavor):
     return 0.0
 
 
-@njit(cache=True)
+@jit()
 def _robustness_weights(y, fit_s, fit_t, valid, n, flavor, rw, resid):
     """Robustness weights of one series (1 where the value is missing)."""
     nv = 0
@@ -499,7 +499,7 @@ def _robustness_weights(y, fit_s, fit_t, valid, n, flavor, rw, resid):
         rw[i] = _bisquare(abs(y[i] - fit_s[i] - fit_t[i]), scale, flavor) if valid[i] else 1.0
 
 
-@njit(cache=True)
+@jit()
 def _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv, sub_start, sub_nv):
     """Valid (finite) values of y[:n]: mask, 1-based positions ``xv`` and, per
     cycle-subseries j, their positions within it (``sub_xv[sub_start[j]:][:sub_nv[j]]``);
@@ -528,7 +528,7 @@ def _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv, sub_st
     return _OK, nv
 
 
-@njit(cache=True)
+@jit()
 def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, sub_nv,
                    work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid, tables, sub_y, sub_w):
     """STL of one series into seasonal/trend/rw; returns the status code."""
@@ -619,7 +619,7 @@ BLOCK = 32
 BLOCK_MAX_BYTES = 256 << 20
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=_FAST, error_model="numpy")
 def _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride,
                   acc):
     """The tail of ``_loess`` for BLOCK lanes: fits ``fbuf`` (slopes ``sbuf``) of the
@@ -678,7 +678,7 @@ def _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row
             out[out_row0 + (n_full + 1) * stride, b] = f1
 
 
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
+@jit(fastmath=_FAST, error_model="numpy")
 def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, extend, flavor, out,
                  out_row0, fbuf, sbuf, acc, tab):
     """``_loess`` (tabled gap-free window, degree <= 1) of the BLOCK columns of ``vals``:
@@ -740,7 +740,7 @@ def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, exten
     _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride, acc)
 
 
-@njit(cache=True)
+@jit()
 def _lane_neighbourhoods(xv, xstart, nv, n_full, window, jump, extend, flavor, lane, nb_h,
                          nb_span, e0):
     """Neighbourhoods of the evaluations of a loess over one lane's valid positions
@@ -770,7 +770,7 @@ def _lane_neighbourhoods(xv, xstart, nv, n_full, window, jump, extend, flavor, l
         nb_span[e0 + e, 1] = max(nb_span[e0 + e, 1], x_hi)
 
 
-@njit(cache=True)
+@jit(fastmath=_FAST, error_model="numpy")
 def _nearest_valid(mask, lane, m, n_full, row0, stride):
     """Block row of the valid position (1..n_full, ``mask`` > 0 in column ``lane``)
     nearest to m, the left one of two at the same distance (``_neighbourhood``'s)."""
@@ -786,7 +786,7 @@ def _nearest_valid(mask, lane, m, n_full, row0, stride):
 _S0, _S1, _S2, _T0, _T1, _S3, _S4, _T2, _INV_H, _CUT, _FULL = range(11)
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", fastmath=_FAST, error_model="numpy")
 def _cut_tricube(r, inv_h, cut):
     """Tricube weight of a point at distance r, 0 beyond ``cut`` (a select, so that the
     lane loop stays SIMD); 1 exactly at r = 0."""
@@ -795,14 +795,14 @@ def _cut_tricube(r, inv_h, cut):
     return c * c * c if r <= cut else 0.0
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always", fastmath=_FAST, error_model="numpy")
 def _masked_weight(r, inv_h, cut, full, w):
     """Tricube weight of a point at distance r (0 beyond ``cut``, 1 up to ``full``)
     times its mask/robustness weight ``w``."""
     return (1.0 if r <= full else _cut_tricube(r, inv_h, cut)) * w
 
 
-@njit(cache=True, fastmath=_FAST, error_model="numpy")
+@jit(fastmath=_FAST, error_model="numpy")
 def _block_loess_masked(vals, mask, wmask, row0, stride, n_full, deg, jump, extend, flavor, out,
                         out_row0, nb_h, nb_span, e0, fbuf, sbuf, acc):
     """``_loess`` of the BLOCK lanes of ``vals`` (rows and positions as ``_block_loess``),
@@ -906,7 +906,7 @@ def _block_loess_masked(vals, mask, wmask, row0, stride, n_full, deg, jump, exte
     _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride, acc)
 
 
-@njit(cache=True, fastmath=_FAST)
+@jit(fastmath=_FAST)
 def _block_moving_average(x, n, length, ave, acc):
     """``_moving_average`` of the BLOCK columns of x[:n]."""
     width = x.shape[1]
@@ -923,7 +923,7 @@ def _block_moving_average(x, n, length, ave, acc):
             ave[j, b] = acc[0, b] / length
 
 
-@njit(cache=True)
+@jit()
 def _neighbourhood_rows(prm):
     """Rows of the per-evaluation neighbourhood arrays of a masked block: the seasonal
     evaluations (all cycle-subseries, with their extrapolations), then the trend's, then
@@ -935,7 +935,7 @@ def _neighbourhood_rows(prm):
     return rows, _eval_counts(n, prm[9], False)[2], _eval_counts(n, prm[10], False)[2]
 
 
-@njit(cache=True)
+@jit()
 def _block_status(y, prm, masked, low_masked, status, mask, nb_h, nb_span, valid, xv, sub_xv,
                   sub_start, sub_nv):
     """Per lane (column) of the block y (NaN where missing): status, 0/1 valid ``mask``,
@@ -981,7 +981,7 @@ def _block_status(y, prm, masked, low_masked, status, mask, nb_h, nb_span, valid
             y[i, b] = y[i, b] if ok else 0.0
 
 
-@njit(cache=True, error_model="numpy")
+@jit(error_model="numpy")
 def _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, resid,
                               lane_resid, counts, scale):
     """``_robustness_weights`` of the BLOCK lanes: residuals and weights in row order
@@ -1006,7 +1006,7 @@ def _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, re
             wmask[i, b] = mask[i, b] * w
 
 
-@njit(cache=True)
+@jit()
 def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask,
                      wmask, ones, work_d, cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_span, lane_resid, counts, valid, xv, sub_xv, sub_start, sub_nv,
                      tables):
@@ -1097,7 +1097,7 @@ def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, ma
                 seasonal[i, b] = trend[i, b] = rw[i, b] = np.nan
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _decompose_batch(values, has_nodata, nodata, prm, centered_t, denominator, n_chunks, tables,
                      tabled, low_tabled, n_blocked, out_s, out_t, out_r, out_w, slope, amplitude,
                      status):

@@ -12,14 +12,16 @@ and the summaries of a series.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from .._jit import jit
 
 #: Series per tile of the transposes: TILE x T reads stay in cache while the writes of
 #: one date touch TILE consecutive values.
 TILE = 64
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def clean_value(raw, has_nodata, nodata):
     """One value of the data as float64, NaN where missing (NaN, +-inf or ``nodata``)."""
     value = np.float64(raw)
@@ -28,7 +30,7 @@ def clean_value(raw, has_nodata, nodata):
     return value
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _rows(data, has_nodata, nodata, out):
     n_times, n_series = data.shape
     for block in prange((n_series + TILE - 1) // TILE):
@@ -100,7 +102,7 @@ def centred_times(times):
     return centered, _sum_of_squares(centered)
 
 
-@njit(cache=True)
+@jit()
 def _sum_of_squares(x):
     total = 0.0
     for t in range(x.shape[0]):
@@ -108,7 +110,7 @@ def _sum_of_squares(x):
     return total
 
 
-@njit(cache=True)
+@jit()
 def series_summaries(trend, seasonal, centered_t, denominator, period, cycle):
     """``(slope, amplitude)`` of one series: the OLS slope of its trend against the
     centred times (``denominator``: their sum of squares) and the range of its mean
@@ -139,7 +141,7 @@ def series_summaries(trend, seasonal, centered_t, denominator, period, cycle):
     return numerator / denominator, high - low
 
 
-@njit(parallel=True, cache=True)
+@jit(parallel=True)
 def _finish(y, seasonal, trend, weights, centered_t, denominator, period, out_s, out_t, out_r,
             out_w, slope, amplitude):
     n_series, n_times = y.shape

@@ -1,0 +1,63 @@
+"""Every numba kernel states its own ``fastmath`` and ``error_model`` (``tscube._jit``):
+numba gives a function that leaves them unset the flags of the first jitted caller that
+compiles it, so its rounding would depend on the order things were compiled in."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import subprocess
+import sys
+import textwrap
+
+from numba.core.registry import CPUDispatcher
+
+import tscube
+
+
+def _dispatchers():
+    for info in pkgutil.walk_packages(tscube.__path__, "tscube."):
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if isinstance(obj, CPUDispatcher):
+                yield f"{info.name}.{name}", obj
+
+
+def test_every_kernel_sets_the_flags_a_callee_would_inherit():
+    kernels = dict(_dispatchers())
+    assert len(kernels) > 100
+    lacking = [name for name, kernel in kernels.items()
+               if not {"fastmath", "error_model"} <= set(kernel.targetoptions)]
+    assert lacking == [], "use tscube._jit.jit (or set fastmath and error_model) for: " + ", ".join(lacking)
+
+
+def test_a_shared_helper_compiles_with_its_own_flags_whatever_calls_it_first(tmp_path):
+    """The near-real-time fit and the cpu engine's per-pixel path share the normal-equation
+    helpers; compiled first from a ``fastmath={"contract"}`` kernel they must still round
+    each operation on its own (no ``contract`` in their IR), while a plain ``@njit``
+    helper in the same situation does take the caller's flag (the probe can tell)."""
+    script = textwrap.dedent("""
+        import numpy as np
+        from numba import njit
+
+        from tscube.bfast import _cpu
+
+        @njit
+        def plain_helper(G, X):
+            G[0, 0] += X[0, 0] * X[0, 1]
+
+        @njit(fastmath={"contract"})
+        def caller(G, b, X):
+            _cpu.add_normal_row(G, b, X, 0, 1.0)
+            plain_helper(G, X)
+
+        caller(np.zeros((3, 3)), np.zeros(3), np.ones((2, 3)))
+        for helper in (_cpu.add_normal_row, plain_helper):
+            (compiled,) = helper.overloads.values()
+            ir = compiled.library.get_llvm_str()
+            print(" contract " in ir and "fmul" in ir)
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))  # compiled here, not loaded
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
