@@ -27,44 +27,16 @@ import numpy as np
 from numba import prange
 
 from .._jit import CONTRACT, jit
-from ._cpu_bai_perron import (
-    breaks_of,
-    memo_chunks,
-    minus_2_loglik,
-    optimal_partitions,
-    qr_fit_in_order,
-    recursive_residuals,
-    triangle_memo,
-)
+from ._cpu_bai_perron import (breaks_of, memo_chunks, minus_2_loglik, optimal_partitions, qr_fit_in_order,
+                              recursive_residuals, triangle_memo)
 from ._cpu_lane_inverse import inverse_lanes
-from ._cpu_lane_layout import (
-    _LANES,
-    _PACKED,
-    _S_ALONE,
-    _S_BETA,
-    _S_BNEW,
-    _S_COUNT,
-    _S_CUM,
-    _S_FIRST,
-    _S_FULL,
-    _S_G,
-    _S_MEAN,
-    _S_OK,
-    _S_P,
-    _S_PNEW,
-    _S_RHS,
-    _S_ROWS,
-    _S_RSS,
-    _S_SCALE,
-    _S_STAT,
-    _S_TAKE,
-    _S_YMAX,
-    _U,
-    LANE_REGRESSORS,
-)
+from ._cpu_lane_layout import (_LANES, _PACKED, _S_ALONE, _S_BETA, _S_BNEW, _S_COUNT, _S_CUM, _S_FIRST, _S_FULL, _S_G,
+                               _S_MEAN, _S_OK, _S_P, _S_PNEW, _S_RHS, _S_ROWS, _S_RSS, _S_SCALE, _S_STAT, _S_TAKE,
+                               _S_YMAX, _U, LANE_REGRESSORS)
 from ._cpu_series import compact_valid, load_tile, tile_buffer
 from .history import ROC_LAMBDA_05
 from .plan import PERFECT_FIT_RTOL, MonitorPlan, kernel_nodata
+
 
 #: Exact refits of the ROC recursive residuals after the first full-rank fit: one, k rows
 #: later, is enough for the known near-tie (tests/test_bfast_history.py); Bai–Perron's

@@ -15,19 +15,9 @@ import numpy as np
 from numba import prange
 
 from .._jit import jit
-from ._cpu_bai_perron import (
-    breaks_of,
-    memo_chunks,
-    memo_holds_room,
-    memo_recorded,
-    minus_2_loglik,
-    optimal_partitions,
-    qr_fit_in_order,
-    replay_partitions,
-    replay_scratch,
-    same_rows,
-    triangle_memo,
-)
+from ._cpu_bai_perron import (breaks_of, memo_chunks, memo_holds_room, memo_recorded, minus_2_loglik,
+                              optimal_partitions, qr_fit_in_order, replay_partitions, replay_scratch, same_rows,
+                              triangle_memo)
 from ._cpu_series import compact_valid, load_tile
 from .bai_perron import LWZ_FACTOR, LWZ_POWER
 from .lite import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan

@@ -40,7 +40,9 @@ _SUB_SHORT = int(StlStatus.SUBSERIES_TOO_SHORT)
 _FIT_FAILED = int(StlStatus.FIT_FAILED)
 
 # Reassociation lets LLVM vectorise the weighted sums (rounding-level changes only);
-# no "nnan"/"ninf" flags, so NaN handling is unaffected.
+# no "nnan"/"ninf" flags, so NaN handling is unaffected on the CPU. (numba-cuda, compiling
+# these functions for the STL cuda kernel, reads any fastmath set as its fastmath=True,
+# every flag included: see docs/gpu.md.)
 _FAST = {"reassoc", "contract"}
 
 
