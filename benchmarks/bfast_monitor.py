@@ -85,7 +85,7 @@ class _Captured(Exception):
 def capture_plan(cube, history: str):
     """The validated ``(values (T, P), plan)`` that ``bfast_monitor`` hands its engines."""
     from tscube import bfast_monitor
-    from tscube.bfast import _reference
+    from tscube.bfast.monitor import _reference
 
     captured = {}
     original = _reference.run
@@ -106,14 +106,14 @@ def capture_plan(cube, history: str):
 
 def engine_runner(engine: str, gram: str | None):
     if engine == "cpu":
-        from tscube.bfast import _cpu
+        from tscube.bfast.monitor import _cpu
 
         return lambda values, plan: _cpu.run(values, plan, gram=gram)
     if engine == "cuda":
-        from tscube.bfast import _cuda
+        from tscube.bfast.monitor import _cuda
 
         return _cuda.run
-    from tscube.bfast import _reference
+    from tscube.bfast.monitor import _reference
 
     return _reference.run
 
@@ -271,14 +271,14 @@ def main(argv=None) -> int:
 
     if args.engine == "cuda":
         try:
-            from tscube.bfast import _cuda
+            from tscube.bfast.monitor import _cuda
 
             emit(dict(benchmark="device", **_cuda.device_summary()))
         except Exception as error:  # no GPU, driver or toolkit: say so clearly
             print(f"bfast_monitor benchmark: engine 'cuda' is not available here: {error}", file=sys.stderr)
             return 2
     if args.engine == "cpu":
-        from tscube.bfast._cpu import FORMULATIONS
+        from tscube.bfast.monitor._cpu import FORMULATIONS
 
         grams = args.gram.split(",") if args.gram else list(FORMULATIONS)
     else:

@@ -1,4 +1,4 @@
-"""Simulated OLS-MOSUM critical values (tscube.bfast.critval): cost and accuracy.
+"""Simulated OLS-MOSUM critical values (tscube.bfast.monitor.critval): cost and accuracy.
 
 Prints one JSON line per measurement, then a Markdown table (``--markdown``):
 
@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from tscube import config
-from tscube.bfast.critval import (SUPPORTED_END, SUPPORTED_H, _table, quantile_standard_error,
+from tscube.bfast.monitor.critval import (SUPPORTED_END, SUPPORTED_H, _table, quantile_standard_error,
                                   simulate_mosum_statistic)
 
 NEW_POINTS = ((0.3, 10), (0.15, 6), (0.75, 3), (0.25, 20))

@@ -98,7 +98,7 @@ def device_or_exit():
               file=sys.stderr)
         sys.exit(2)
     try:
-        from tscube.bfast import _cuda
+        from tscube.bfast.monitor import _cuda
 
         summary = _cuda.device_summary()
     except RuntimeError as error:
@@ -227,7 +227,7 @@ def bfast_case(label, values, plan, history, repeat, flops, read_cpu_ms=None):
     from numba import cuda
 
     from tscube import config
-    from tscube.bfast import _cpu, _cuda
+    from tscube.bfast.monitor import _cpu, _cuda
 
     T, M = values.shape
     cpu_out = _cpu.run(values, plan)

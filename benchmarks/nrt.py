@@ -79,7 +79,7 @@ def _restorer(store_path: Path):
     """A function that puts the saved state ``store_path`` back as it is now (its manifest,
     its result's root metadata, its residual rows: what an update commits or adds; the
     other slot and the result's chunks an update rewrites whole) and syncs it to disk."""
-    from tscube.bfast import _nrt_store as store
+    from tscube.bfast.nrt import _store as store
 
     directory = store_path / store.STATE_DIR
     manifest = (directory / store.MANIFEST).read_bytes()
@@ -114,8 +114,10 @@ def main() -> None:
     import xarray as xr
 
     from tscube import bfast_monitor
-    from tscube.bfast import _nrt_store as store
+    from tscube.bfast.nrt import _store as store
     from tscube.bfast import nrt
+    from tscube.bfast.nrt import dataset as nrt_dataset
+    from tscube.bfast.nrt import state as nrt_state
     from tscube.datasets import make_cube
 
     cols = 1000
@@ -200,11 +202,11 @@ def main() -> None:
             """One update of the state in memory, timed without loading it; its residual
             rows have spare capacity, as in a state updated before (an update copies none)."""
             state, old, _ = store.load_state(saved)
-            state["residuals"] = nrt._more_rows(state["residuals"], 0)
-            model = nrt.model_from_attrs(xr.open_zarr(saved).attrs)
+            state["residuals"] = nrt_state._more_rows(state["residuals"], 0)
+            model = nrt_dataset.model_from_attrs(xr.open_zarr(saved).attrs)
             image = xr.open_zarr(folder / "image.zarr")["ndvi"].values
             began = time.perf_counter()
-            nrt.update_state(state, model, old, image.reshape(1, -1), dates[-1:])
+            nrt_state.update_state(state, model, old, image.reshape(1, -1), dates[-1:])
             return time.perf_counter() - began
 
         update_in_memory()  # compile

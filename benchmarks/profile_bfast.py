@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     import numba
 
     from tscube import bfast_monitor
-    from tscube.bfast import _cpu
+    from tscube.bfast.monitor import _cpu
     from tscube.datasets import make_cube
 
     numba.set_num_threads(args.threads)

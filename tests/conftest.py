@@ -59,7 +59,7 @@ def _serialise_simulator_shared_arrays() -> None:
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     _serialise_simulator_shared_arrays()
 
-#: Fewer simulated paths for critical values outside R's table (tscube.bfast.critval):
+#: Fewer simulated paths for critical values outside R's table (tscube.bfast.monitor.critval):
 #: quicker, still within the table's precision (tests/test_bfast_critval.py).
 TEST_CRITVAL_PATHS = 20_000
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tscube import bfast_monitor, config
-from tscube.bfast.result import OUTPUT_DTYPES
+from tscube.bfast.monitor import OUTPUT_DTYPES
 from tscube.datasets import make_cube
 
 from conftest import bfast_case_kwargs, bfast_cases
@@ -132,7 +132,7 @@ def test_median_selection_equals_numpy(n, ties):
     """The engine's selection median (both middle ranks, first partition read straight from
     the data) equals ``np.median`` and leaves the data unchanged, for odd and even sizes,
     sizes around the small-selection cut-off, ties and an offset into a longer row."""
-    from tscube.bfast._cpu import _median
+    from tscube.bfast.monitor._cpu_pixel import median as _median
 
     rng = np.random.default_rng(n + 1000 * ties)
     for _ in range(20):
@@ -147,8 +147,8 @@ def test_median_selection_equals_numpy(n, ties):
 def test_gram_basis_spans_the_products_and_is_cached():
     """The 36 products of intercept, trend and three harmonics follow from 21 basis
     columns; the cached variant returns the same, read-only, once per design."""
-    from tscube.bfast._cpu import cached_gram_basis, gram_basis
-    from tscube.bfast.design import build_design
+    from tscube.bfast.monitor._cpu import cached_gram_basis, gram_basis
+    from tscube.bfast.core.design import build_design
     from tscube.timeaxis import build_time_axis
 
     axis = build_time_axis(2000 + np.arange(300) / 23, freq=23)

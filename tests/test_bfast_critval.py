@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tscube import config
-from tscube.bfast import critval
-from tscube.bfast.critval import (SUPPORTED_END, SUPPORTED_H, _table, brent_minimum, critical_value,
+from tscube.bfast.monitor import critval
+from tscube.bfast.monitor.critval import (SUPPORTED_END, SUPPORTED_H, _table, brent_minimum, critical_value,
                                   cusum_critical_value, mosum_sample, quantile_standard_error,
                                   simulate_mosum_statistic, simulated_critical_value)
 

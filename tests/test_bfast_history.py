@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from tscube import BfastStatus, bfast_monitor
-from tscube.bfast.bai_perron import segment_rss_triangle
-from tscube.bfast.history import rec_cusum_pvalue, recursive_residuals
+from tscube.bfast.core.bai_perron import segment_rss_triangle
+from tscube.bfast.monitor.history._reference import rec_cusum_pvalue, recursive_residuals
 from tscube.datasets import make_cube
 
 from test_bfast_cpu import assert_same_result
@@ -220,31 +220,31 @@ def test_cpu_roc_lanes_aliased_starts_equal_reference():
 def test_lane_inverse_is_generated_and_solves_every_k():
     """The written-out exact solve of the ROC lanes is the generator's current output, and
     for every k <= 8 gives each lane the inverse and coefficients of its normal equations
-    (identity past k), with ``_S_OK`` = 0 on a lane with an aliased column."""
-    from tscube.bfast import _lane_inverse_gen
-    from tscube.bfast._cpu_lane_inverse import inverse_lanes
-    from tscube.bfast._cpu_lane_layout import _LANES, _S_BNEW, _S_G, _S_OK, _S_PNEW, _S_RHS, _S_ROWS
+    (identity past k), with ``S_OK`` = 0 on a lane with an aliased column."""
+    from tscube.bfast.monitor.history import _cpu_lane_inverse_gen as _lane_inverse_gen
+    from tscube.bfast.monitor.history._cpu_lane_inverse import inverse_lanes
+    from tscube.bfast.monitor.history._cpu_lanes import LANES, S_BNEW, S_G, S_OK, S_PNEW, S_RHS, S_ROWS
 
     assert _lane_inverse_gen.TARGET.read_text() == _lane_inverse_gen.source()
     rng = np.random.default_rng(2)
     low = np.tril_indices(8)
     for k in range(1, 9):
-        X = rng.standard_normal((_LANES, 3 * k, k)) * np.logspace(0, 3, k)  # scaled columns
+        X = rng.standard_normal((LANES, 3 * k, k)) * np.logspace(0, 3, k)  # scaled columns
         X[1, :, k - 1] = X[1, :, 0]  # lane 1: an aliased column (k > 1)
-        y = rng.standard_normal((_LANES, 3 * k))
-        S = np.zeros(_S_ROWS * _LANES)
-        G = np.zeros((_LANES, 8, 8))
+        y = rng.standard_normal((LANES, 3 * k))
+        S = np.zeros(S_ROWS * LANES)
+        G = np.zeros((LANES, 8, 8))
         G[:, :k, :k] = np.einsum("qta,qtb->qab", X, X)
-        rhs = np.zeros((_LANES, 8))
+        rhs = np.zeros((LANES, 8))
         rhs[:, :k] = np.einsum("qta,qt->qa", X, y)
-        S[_S_G * _LANES:(_S_G + 36) * _LANES] = G[:, low[0], low[1]].T.ravel()
-        S[_S_RHS * _LANES:(_S_RHS + 8) * _LANES] = rhs.T.ravel()
+        S[S_G * LANES:(S_G + 36) * LANES] = G[:, low[0], low[1]].T.ravel()
+        S[S_RHS * LANES:(S_RHS + 8) * LANES] = rhs.T.ravel()
         inverse_lanes(S, k)
-        ok = S[_S_OK * _LANES:(_S_OK + 1) * _LANES]
-        P = np.zeros((_LANES, 8, 8))
-        P[:, low[0], low[1]] = S[_S_PNEW * _LANES:(_S_PNEW + 36) * _LANES].reshape(36, _LANES).T
-        beta = S[_S_BNEW * _LANES:(_S_BNEW + 8) * _LANES].reshape(8, _LANES).T
-        good = np.arange(_LANES) != 1 if k > 1 else np.ones(_LANES, dtype=bool)
+        ok = S[S_OK * LANES:(S_OK + 1) * LANES]
+        P = np.zeros((LANES, 8, 8))
+        P[:, low[0], low[1]] = S[S_PNEW * LANES:(S_PNEW + 36) * LANES].reshape(36, LANES).T
+        beta = S[S_BNEW * LANES:(S_BNEW + 8) * LANES].reshape(8, LANES).T
+        good = np.arange(LANES) != 1 if k > 1 else np.ones(LANES, dtype=bool)
         assert np.all(ok[good] == 1.0) and (k == 1 or ok[1] == 0.0)
         expected = np.linalg.inv(G[good][:, :k, :k])
         np.testing.assert_allclose(P[good][:, :k, :k], np.tril(expected), rtol=1e-9, atol=1e-12 * np.abs(expected).max())

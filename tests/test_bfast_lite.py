@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tscube import BfastLiteStatus, bfast_lite
-from tscube.bfast.design import season_contrasts
+from tscube.bfast.core.design import season_contrasts
 
 from conftest import SHARED, bfast_series
 
@@ -65,7 +65,7 @@ def _assert_matches_r(result, case):
     coef = np.array([np.nan if v is None else v for v in case["coef"]]).reshape(m + 1, len(names))
     assert result.attrs["regressors"] == names
     # R's contr.poly loses its last two or three columns at freq >= 23 and is exact to only
-    # ~1e-10 in those before (tscube.bfast.design.season_contrasts): the seasonal
+    # ~1e-10 in those before (tscube.bfast.core.design.season_contrasts): the seasonal
     # coefficients agree to 1e-10 absolute but for those columns, all others to 1e-8
     season = [j for j, name in enumerate(names) if name.startswith("season") and j < len(names) - 3]
     other = [j for j, name in enumerate(names) if not name.startswith("season")]

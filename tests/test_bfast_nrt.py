@@ -7,7 +7,7 @@ import pytest
 
 from tscube import bfast_monitor
 from tscube.bfast.nrt import BfastMonitor
-from tscube.bfast.result import OUTPUT_DTYPES, BfastStatus
+from tscube.bfast.monitor import OUTPUT_DTYPES, BfastStatus
 from tscube.datasets import make_cube
 from tscube.timeaxis import build_time_axis
 
@@ -66,7 +66,7 @@ def test_updates_equal_full_run_decimal_years(steps, nan_fraction, history):
 
 
 def test_updates_over_many_blocks_and_bands(tmp_path, monkeypatch):
-    """A cube of several kernel blocks (:data:`tscube.bfast.nrt.BLOCK` lanes, the last one
+    """A cube of several kernel blocks (:data:`tscube.bfast.nrt._cpu.BLOCK` lanes, the last one
     ragged), updated in memory (blocks on every core) and saved (bands of two grid rows,
     each band on a thread of its own, its blocks in turn): the same bits both ways, and
     the full run's result. Its floats agree with the full run to 1e-9, not 1e-12: on
@@ -74,10 +74,12 @@ def test_updates_over_many_blocks_and_bands(tmp_path, monkeypatch):
     extrapolate rounding (the cpu engine accumulates its Gram sums in another order than
     the state's fit, whose trend column is centred on the fit's dates) into magnitudes
     up to ~2e-10 apart; the reference and cpu engines differ by ~2e-11 there."""
-    from tscube.bfast import _nrt_store, nrt
+    from tscube.bfast import nrt
+    from tscube.bfast.nrt import _cpu as nrt_kernels
+    from tscube.bfast.nrt import _store as _nrt_store
 
     cube = _cube(0.3, seed=13, shape=(50, 53), n_dates=100, n_history=60)
-    assert cube.data[0].size > 2 * nrt.BLOCK
+    assert cube.data[0].size > 2 * nrt_kernels.BLOCK
     dates = build_time_axis(cube.dates, 23).time
     start = float(dates[60])
     kwargs = dict(freq=23, history="ROC", engine="cpu")
@@ -187,7 +189,7 @@ def test_state_keeps_window_and_residual_sum():
     dates = build_time_axis(cube.dates, 23).time
     monitor = BfastMonitor(float(dates[70]), freq=23, history="all", engine="cpu").fit(cube.data, dates)
     state, model = monitor.state_, monitor.model_
-    from tscube.bfast.nrt import _design_rows
+    from tscube.bfast.nrt.state import design_rows as _design_rows
 
     X = _design_rows(build_time_axis(dates, 23), np.arange(len(dates)), model)
     for p in range(6):
@@ -237,7 +239,7 @@ def test_pickled_monitor_updates_as_the_original():
 def test_load_takes_alerts_from_the_committed_state(tmp_path, monkeypatch):
     """An update killed before its commit leaves a result half rewritten (marked -1);
     loading the monitor then gives the committed state's alerts, not the stored ones."""
-    from tscube.bfast import _nrt_store
+    from tscube.bfast.nrt import _store as _nrt_store
     from tscube.bfast.nrt import update_saved
 
     cube = _cube(0.5)
@@ -309,8 +311,9 @@ def test_saved_state_errors(tmp_path):
     version (to be fitted again), naming the reason, and stays as it was."""
     import json
 
-    from tscube.bfast import _nrt_store
-    from tscube.bfast.nrt import model_from_attrs, update_saved
+    from tscube.bfast.nrt import _store as _nrt_store
+    from tscube.bfast.nrt import update_saved
+    from tscube.bfast.nrt.dataset import model_from_attrs
 
     cube = _cube(0.5, shape=(2, 3))
     path = tmp_path / "a.zarr"
@@ -334,7 +337,7 @@ def test_cusum_process_from_the_state():
     """The kernel's OLS-CUSUM (a type of newer results): the cumulative residual sum from the
     history start over sigma sqrt(n), its boundary sqrt(x (x - 1) (c^2 + log(x / (x - 1)))),
     x = t / n; checked against NumPy on residuals recomputed from the state's fit."""
-    from tscube.bfast import nrt
+    from tscube.bfast.nrt import state as nrt
 
     cube = _cube(0.3, shape=(3, 4))
     dates = build_time_axis(cube.dates, 23).time
@@ -353,11 +356,11 @@ def test_cusum_process_from_the_state():
     for name in ("median_count", "median_below", "median_above"):
         state[name][:] = 0
     nrt._advance_state(state, np.where(np.isnan(cube.data[70:90]), np.nan, cube.data[70:90]).reshape(20, -1)
-                       .astype(float), np.arange(70, 90), nrt._design_rows(build_time_axis(dates[:90], 23),
+                       .astype(float), np.arange(70, 90), nrt.design_rows(build_time_axis(dates[:90], 23),
                                                                               np.arange(70, 90), model), model)
     np.testing.assert_allclose(state["residual_sum"], fitted_residual_sum, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(state["n_monitor"], n_before)
-    X = nrt._design_rows(build_time_axis(dates[:90], 23), np.arange(90), model)
+    X = nrt.design_rows(build_time_axis(dates[:90], 23), np.arange(90), model)
     for p in range(12):
         y = cube.data[:90].reshape(90, -1)[:, p].astype(float)
         rows = np.flatnonzero(~np.isnan(y))
@@ -379,7 +382,7 @@ def test_median_window_is_exact(size):
     """The median window (any size) gives np.median of all values after every insertion:
     values with ties, a drift that walks the median out of the window (rebuilds), and
     values that alternate around it; the window always holds consecutive ranks."""
-    from tscube.bfast import nrt
+    from tscube.bfast.nrt import _cpu as nrt
 
     rng = np.random.default_rng(size)
     rebuilt = []
@@ -424,7 +427,7 @@ def test_update_saved_in_place_equals_the_full_run(tmp_path):
     """A monitor saved to .zarr and updated there (update_saved: the on-disk state, in
     place) in 1 and 3 steps equals the in-memory updates and the full run; a refused
     update leaves the saved state alone."""
-    from tscube.bfast import _nrt_store
+    from tscube.bfast.nrt import _store as _nrt_store
     from tscube.bfast.nrt import update_saved
 
     cube = _cube(0.5)
@@ -466,8 +469,9 @@ def test_update_saved_writes_what_a_whole_rewrite_writes(tmp_path):
 
     import zarr
 
-    from tscube.bfast import _nrt_store
-    from tscube.bfast.nrt import model_from_attrs, update_saved
+    from tscube.bfast.nrt import _store as _nrt_store
+    from tscube.bfast.nrt import update_saved
+    from tscube.bfast.nrt.dataset import model_from_attrs
 
     from test_runs import tree_bytes
 
@@ -501,7 +505,7 @@ def test_update_saved_chunk_by_chunk_writes_the_same_bytes(tmp_path, monkeypatch
     by parallel threads) writes the same files as in one band."""
     import shutil
 
-    from tscube.bfast import _nrt_store
+    from tscube.bfast.nrt import _store as _nrt_store
     from tscube.bfast.nrt import update_saved
 
     from test_runs import tree_bytes
@@ -522,7 +526,7 @@ def test_result_written_in_place_equals_zarr(tmp_path, dtype, fill):
     gives: the same values, the same bytes in every chunk file zarr wrote, edge chunks
     padded with the fill value, missing chunk files (all fill) made; other layouts refused."""
     zarr = pytest.importorskip("zarr")
-    from tscube.bfast._nrt_store import _ChunkFiles
+    from tscube.bfast.nrt._store import _ChunkFiles
 
     rng = np.random.default_rng(3)
     arrays = []

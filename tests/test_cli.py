@@ -298,14 +298,14 @@ def test_errors_exit_non_zero_with_one_line(tmp_path, error_inputs, case):
     ("2010,4", (2010, 4)), (" 2010/4 ", (2010, 4)),
 ])
 def test_cli_dates_iso_decimal_or_year_cycle(text, expected):
-    from tscube.cli import _parse_when
+    from tscube.cli.options import parse_when as _parse_when
 
     assert _parse_when(text, "start") == expected
 
 
 @pytest.mark.parametrize("text", ["01/02/2020", "2020/01/02", "Jan 2 2020", "2020-13-01", "2-1-2020", "soon"])
 def test_cli_dates_refuse_ambiguous_or_invalid_forms(text):
-    from tscube.cli import _parse_when
+    from tscube.cli.options import parse_when as _parse_when
 
     with pytest.raises(ValueError, match="is not a date \\(YYYY-MM-DD\\), a decimal year or YEAR,CYCLE"):
         _parse_when(text, "start")

@@ -22,8 +22,8 @@ pytest.importorskip("zarr")
 from rasterio.transform import from_origin  # noqa: E402
 
 from tscube import bfast_monitor  # noqa: E402
-from tscube.bfast import _nrt_store  # noqa: E402
-from tscube.runs import _quiet_zarr  # noqa: E402
+from tscube.bfast.nrt import _store as _nrt_store  # noqa: E402
+from tscube.runs import quiet_zarr  # noqa: E402
 
 from test_bfast_nrt import assert_equal_to_full_run  # noqa: E402
 from test_runs import tree_bytes, tscube  # noqa: E402
@@ -78,7 +78,7 @@ class _Stored:
     """The result variables of a state store, as attributes (for assert_equal_to_full_run)."""
 
     def __init__(self, path):
-        with _quiet_zarr(), xr.open_zarr(path, consolidated=False) as ds:
+        with quiet_zarr(), xr.open_zarr(path, consolidated=False) as ds:
             self.ds = ds.load()
 
     def __getattr__(self, name):

@@ -105,7 +105,7 @@ def test_xarray_predict_returns_a_label_map_with_coords(data):
 
 def test_run_cluster_writes_a_georeferenced_label_geotiff(tmp_path, data):
     rioxarray = pytest.importorskip("rioxarray")
-    from tscube.cluster._cli import run_cluster
+    from tscube.cli.cluster import run_cluster
 
     X, truth = data
     image = xr.DataArray(X.T.reshape(3, 40, 60).astype(np.float32), dims=("band", "y", "x"),
@@ -138,7 +138,7 @@ def test_run_cluster_reads_result_variables_from_zarr(tmp_path, data):
     pytest.importorskip("zarr")
     import rioxarray
 
-    from tscube.cluster._cli import run_cluster
+    from tscube.cli.cluster import run_cluster
 
     X, truth = data
     coords = {"y": 5e6 - 30.0 * np.arange(40), "x": 4e5 + 30.0 * np.arange(60)}

@@ -16,7 +16,7 @@ def test_numpy_that_numba_cuda_cannot_compile_with_is_named(monkeypatch):
 
     monkeypatch.setattr(importlib, "import_module", broken)
     with pytest.raises(RuntimeError, match=r"numpy<2\.5"):
-        _cuda_host._check_numpy_support()
+        _cuda_host.check_numpy_support()
 
 
 class _Context:

@@ -16,7 +16,7 @@ pytest.importorskip("dask")
 from rasterio.transform import from_origin  # noqa: E402
 
 from tscube.bfast import bfast_monitor  # noqa: E402
-from tscube.bfast.result import OUTPUT_DTYPES  # noqa: E402
+from tscube.bfast.monitor import OUTPUT_DTYPES  # noqa: E402
 from tscube.io import CubeError, date_from_name, open_cube, read_dates, write_result  # noqa: E402
 from tscube.xr import bfast_monitor_xarray  # noqa: E402
 

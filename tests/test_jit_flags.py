@@ -41,7 +41,7 @@ def test_a_shared_helper_compiles_with_its_own_flags_whatever_calls_it_first(tmp
         import numpy as np
         from numba import njit
 
-        from tscube.bfast import _cpu
+        from tscube.bfast.core import ols_cpu
 
         @njit
         def plain_helper(G, X):
@@ -49,11 +49,11 @@ def test_a_shared_helper_compiles_with_its_own_flags_whatever_calls_it_first(tmp
 
         @njit(fastmath={"contract"})
         def caller(G, b, X):
-            _cpu.add_normal_row(G, b, X, 0, 1.0)
+            ols_cpu.add_normal_row(G, b, X, 0, 1.0)
             plain_helper(G, X)
 
         caller(np.zeros((3, 3)), np.zeros(3), np.ones((2, 3)))
-        for helper in (_cpu.add_normal_row, plain_helper):
+        for helper in (ols_cpu.add_normal_row, plain_helper):
             (compiled,) = helper.overloads.values()
             ir = compiled.library.get_llvm_str()
             print(" contract " in ir and "fmul" in ir)
@@ -61,3 +61,4 @@ def test_a_shared_helper_compiles_with_its_own_flags_whatever_calls_it_first(tmp
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))  # compiled here, not loaded
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+

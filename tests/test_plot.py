@@ -16,7 +16,7 @@ from matplotlib.colors import BoundaryNorm, to_rgba  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from tscube.bfast import bfast_monitor  # noqa: E402
-from tscube.bfast.design import build_design  # noqa: E402
+from tscube.bfast.core.design import build_design  # noqa: E402
 from tscube.plot import FLAGGED_GREY, break_maps, locate_pixel, plot_pixel, result_maps, stl_maps  # noqa: E402
 from tscube.stl import stl  # noqa: E402
 from tscube.timeaxis import build_time_axis  # noqa: E402

@@ -260,12 +260,12 @@ def test_pixel_chunks_are_regular_for_zarr():
     """dask's "auto" can split 600 rows as 294 + 306; results need equal chunks (but a smaller last one)."""
     import dask.array
 
-    from tscube.xarray_blocks import _is_regular, _pixel_chunks
+    from tscube.xarray_blocks import _is_regular, pixel_chunks
 
     da = xr.DataArray(dask.array.zeros((92, 600, 800), dtype=np.float32, chunks=(1, 256, 256)),
                       dims=("time", "y", "x"))
     for budget in (512e6, 64e6, 7e6):
-        chunked = _pixel_chunks(da, "time", int(budget), 40.0)
+        chunked = pixel_chunks(da, "time", int(budget), 40.0)
         assert chunked.chunksizes["time"] == (92,)
         for dim in ("y", "x"):
             assert _is_regular(chunked.chunksizes[dim]), (budget, chunked.chunksizes)

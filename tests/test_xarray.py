@@ -13,7 +13,7 @@ rioxarray = pytest.importorskip("rioxarray")
 import dask  # noqa: E402
 
 from tscube.bfast import BfastStatus, bfast_monitor  # noqa: E402
-from tscube.bfast.result import OUTPUT_DTYPES  # noqa: E402
+from tscube.bfast.monitor import OUTPUT_DTYPES  # noqa: E402
 from tscube.datasets import make_cube  # noqa: E402
 from tscube.stl import stl  # noqa: E402
 from tscube.xr import (  # noqa: E402

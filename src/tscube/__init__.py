@@ -16,7 +16,7 @@ the command line (cli).
 from importlib.metadata import PackageNotFoundError, version
 
 from .bfast import BfastLiteResult, BfastLiteStatus, BfastMonitor, BfastMonitorResult, BfastStatus, bfast_lite, bfast_monitor
-from .bfast._plot import plot_pixel
+from .bfast.monitor import plot_pixel
 from .stl import StlResult, StlStatus, stl
 
 try:

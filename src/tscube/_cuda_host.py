@@ -38,7 +38,7 @@ def require_cuda():
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         return cuda  # the CPU simulator: used by the tests
     if cuda.is_available():
-        _check_numpy_support()
+        check_numpy_support()
         return cuda
     reason = "no CUDA-capable device was found"
     try:
@@ -52,7 +52,7 @@ def require_cuda():
     )
 
 
-def _check_numpy_support() -> None:
+def check_numpy_support() -> None:
     """numba-cuda <= 0.30.4 registers ``np.row_stack``, which NumPy 2.5 removed: every
     kernel compilation then fails with an AttributeError deep inside numba (seen on the
     GPU machine, numpy 2.5.2). Say so at once, with the fix."""

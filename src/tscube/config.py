@@ -12,7 +12,7 @@ _DEFAULTS = dict(
     CPU_BLOCK_PIXELS=64,
     # cpu BFAST Monitor formulation: "simd" (pixel blocks as SIMD lanes, the default),
     # "blas" (the same with the masked Gram matrices by one BLAS product) or "fused" (one
-    # pixel at a time); None = the engine's default (tscube.bfast._cpu.DEFAULT_GRAM).
+    # pixel at a time); None = the engine's default (tscube.bfast.monitor._cpu.DEFAULT_GRAM).
     CPU_BFAST_GRAM=None,
     # cuda engines: threads per block for 1-D kernels, and register-tile sizes of the
     # batched masked Gram kernel.
@@ -45,7 +45,7 @@ _DEFAULTS = dict(
     # reading/computing the next chunk overlaps writing this one (memory: one chunk each).
     RUN_CHUNKS_AHEAD=1,
     # BFAST Monitor critical values outside strucchange's OLS-MOSUM table are simulated
-    # (tscube.bfast.critval): paths per (h, end), the seed, and where the simulated samples
+    # (tscube.bfast.monitor.critval): paths per (h, end), the seed, and where the simulated samples
     # are cached (None: $TSCUBE_CACHE_DIR, else ~/.cache/tscube).
     CRITVAL_PATHS=100_000,
     CRITVAL_SEED=20241124,

@@ -2,7 +2,8 @@
 the algorithms' plots: the pyplot backend, figure layout, 2-D maps of a result with its
 flagged pixels in grey, reading result files back, and finding one pixel of a cube.
 Knows no algorithm: the maps and pixel plots live with their algorithm
-(:mod:`tscube.bfast._plot`, :mod:`tscube.stl._plot`), gathered in :mod:`tscube.plot`.
+(:mod:`tscube.bfast.monitor`, :mod:`tscube.bfast.lite`, :mod:`tscube.stl`), gathered in
+:mod:`tscube.plot`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ FLAGGED_GREY = "0.45"
 
 NO_BREAK_GREY = "0.86"
 
-def _pyplot():
+def pyplot():
     """matplotlib.pyplot, on the Agg backend unless pyplot is already in use or the session is interactive."""
     import sys
 
@@ -33,8 +34,8 @@ def _interactive() -> bool:
 
     return "ipykernel" in sys.modules or hasattr(sys, "ps1")
 
-def _figure(n_panels: int, figsize, *, rows: int = 1, **kwargs):
-    plt = _pyplot()
+def new_figure(n_panels: int, figsize, *, rows: int = 1, **kwargs):
+    plt = pyplot()
     if rows == 1:
         fig, axes = plt.subplots(1, n_panels, figsize=figsize, constrained_layout=True, **kwargs)
     else:
@@ -74,7 +75,7 @@ def read_result(path):
         return xr.Dataset(variables, attrs=attrs)
     raise ValueError(f"result {path.name}: unsupported file type {suffix!r} (use .tif, .nc or .zarr)")
 
-def _function_of(result) -> str:
+def function_of(result) -> str:
     """``"bfast_monitor"``, ``"bfast_lite"`` or ``"stl"``: which algorithm made ``result``."""
     attrs = getattr(result, "attrs", {}) or {}
     name = attrs.get("tscube_function") or attrs.get("tscube_tscube_function")
@@ -89,7 +90,7 @@ def _function_of(result) -> str:
         return "bfast_monitor"
     raise ValueError("result is neither a BFAST Monitor nor an STL result (no break_time or trend_slope variable)")
 
-def _map(result, name: str, start_index: int) -> np.ndarray:
+def result_map(result, name: str, start_index: int) -> np.ndarray:
     """The 2-D map ``name`` of ``result`` (first/selected start of a multi-start result)."""
     value = result[name] if hasattr(result, "data_vars") else getattr(result, name)
     if hasattr(value, "dims"):
@@ -107,13 +108,13 @@ def _map(result, name: str, start_index: int) -> np.ndarray:
         raise ValueError(f"maps need a 2-D pixel grid, got {name} of shape {array.shape}")
     return array
 
-def _status_map(result, start_index: int) -> np.ndarray:
-    status = _map(result, "status", start_index)
+def status_map(result, start_index: int) -> np.ndarray:
+    status = result_map(result, "status", start_index)
     if np.issubdtype(status.dtype, np.floating):  # read back from a float GeoTIFF
         status = np.where(np.isfinite(status), status, 1).astype(np.int64)
     return status
 
-def _grey_layer(ax, flagged: np.ndarray, no_break: np.ndarray | None = None) -> None:
+def grey_layer(ax, flagged: np.ndarray, no_break: np.ndarray | None = None) -> None:
     """Paint ``flagged`` pixels dark grey and ``no_break`` pixels light grey, under the data."""
     from matplotlib.colors import to_rgba
 
@@ -123,15 +124,15 @@ def _grey_layer(ax, flagged: np.ndarray, no_break: np.ndarray | None = None) -> 
     layer[flagged] = to_rgba(FLAGGED_GREY)
     ax.imshow(layer, interpolation="nearest", zorder=0)
 
-def _grey_legend(ax, entries: list[tuple[str, str]]) -> None:
+def grey_legend(ax, entries: list[tuple[str, str]]) -> None:
     from matplotlib.patches import Patch
 
     ax.legend(handles=[Patch(facecolor=c, edgecolor="0.2", label=label) for label, c in entries],
               loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(entries), fontsize="small", frameon=False)
 
-def _year_colours(n: int):
+def year_colours(n: int):
     """``n`` distinct, legible colours (qualitative up to 20, else sampled from a rainbow map)."""
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.colors import ListedColormap
 
     if n <= 10:
@@ -140,14 +141,14 @@ def _year_colours(n: int):
         return ListedColormap(plt.get_cmap("tab20").colors[:n])
     return ListedColormap(plt.get_cmap("turbo")(np.linspace(0.05, 0.95, n)))
 
-def _symmetric_limit(values: np.ndarray) -> float:
+def symmetric_limit(values: np.ndarray) -> float:
     finite = np.abs(values[np.isfinite(values)])
     if not finite.size:
         return 1.0
     limit = float(np.percentile(finite, 98))
     return limit if limit > 0 else float(finite.max()) or 1.0
 
-def _label_axes(ax) -> None:
+def label_axes(ax) -> None:
     ax.set_xlabel("column")
     ax.set_ylabel("row")
 
@@ -191,7 +192,7 @@ def locate_pixel(da, x, y, coords: str = "auto") -> tuple[int, int, str]:
                          f"(x {cols.min():g}..{cols.max():g}, y {rows.min():g}..{rows.max():g})")
     return row, col, "map"
 
-def _pixel_series(data, dates, x, y, coords):
+def pixel_series(data, dates, x, y, coords):
     """``(series, dates, label)`` of one pixel of ``data`` (NumPy or xarray)."""
     from .xarray_blocks import is_xarray, time_coordinate
 

@@ -175,12 +175,12 @@ def _check_dates(dates: pd.DatetimeIndex, labels: list[str], what: str) -> None:
 
 def _chunked(da, memory, time_dim="time"):
     """Rechunk ``da``: time in one chunk, pixel chunks sized by the ``memory`` budget."""
-    from .xarray_blocks import _pixel_chunks, chunks_fit, parse_memory
+    from .xarray_blocks import chunks_fit, parse_memory, pixel_chunks
 
     budget = parse_memory(memory)
     if chunks_fit(da, time_dim, budget, BYTES_PER_VALUE):
         return da
-    return _pixel_chunks(da, time_dim, budget, BYTES_PER_VALUE)
+    return pixel_chunks(da, time_dim, budget, BYTES_PER_VALUE)
 
 
 def _open_geotiff(path: Path, *, chunks=None, masked=True):
@@ -509,11 +509,11 @@ def _as_dates(values) -> pd.DatetimeIndex:
 # writing
 
 
-def _temporary_path(path: Path) -> Path:
+def temporary_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
-def _replace(tmp: Path, path: Path) -> None:
+def replace_atomically(tmp: Path, path: Path) -> None:
     """Move ``tmp`` over ``path`` (a directory for Zarr)."""
     if path.is_dir() and not path.is_symlink():
         old = path.with_name(f".{path.name}.old-{os.getpid()}")
@@ -624,7 +624,7 @@ def write_result(ds, path) -> Path:
         raise CubeError(f"output {path.name}: unsupported suffix {suffix!r} (use .tif, .nc or .zarr)")
     if not path.parent.exists():
         raise FileNotFoundError(f"output folder {str(path.parent)!r} does not exist")
-    tmp = _temporary_path(path)
+    tmp = temporary_path(path)
     _remove(tmp)
     try:
         if suffix in GEOTIFF_SUFFIXES:
@@ -633,7 +633,7 @@ def write_result(ds, path) -> Path:
             ds.to_netcdf(tmp, engine=netcdf_engine())
         else:
             ds.to_zarr(tmp, mode="w")
-        _replace(tmp, path)
+        replace_atomically(tmp, path)
     except BaseException:
         _remove(tmp)
         raise

@@ -18,19 +18,20 @@ Every function returns the matplotlib figure; save it with ``fig.savefig(path)``
 
 from __future__ import annotations
 
-from .bfast._plot import break_maps, lite_maps, plot_lite_pixel, plot_pixel
-from .figures import FLAGGED_GREY, NO_BREAK_GREY, _function_of, locate_pixel, read_result  # noqa: F401
-from .stl._plot import stl_maps
+from .bfast.lite import lite_maps, plot_lite_pixel
+from .bfast.monitor import break_maps, plot_pixel
+from .figures import FLAGGED_GREY, NO_BREAK_GREY, function_of, locate_pixel, read_result  # noqa: F401
+from .stl import stl_maps
 
 __all__ = ["break_maps", "lite_maps", "plot_lite_pixel", "plot_pixel", "read_result", "result_maps", "stl_maps"]
 
 
 def result_maps(result, **kwargs):
     """:func:`break_maps`, :func:`lite_maps` or :func:`stl_maps`, whichever fits ``result``."""
-    if _function_of(result) == "bfast_lite":
+    if function_of(result) == "bfast_lite":
         kwargs.pop("start_index", None)
         return lite_maps(result, **kwargs)
-    if _function_of(result) == "stl":
+    if function_of(result) == "stl":
         kwargs.setdefault("title", "STL")
         kwargs.pop("start_index", None)
         return stl_maps(result, **kwargs)

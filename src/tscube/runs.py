@@ -88,7 +88,7 @@ def record_path(output) -> Path:
     return output / RECORD_NAME if _is_zarr(output) else output.with_name(output.name + ".tscube_run.json")
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -292,7 +292,7 @@ def _summarise(record: dict, status_enum, computed_now: int, output) -> RunSumma
 
 
 @contextmanager
-def _quiet_zarr():
+def quiet_zarr():
     """Silence zarr's notes on consolidated metadata (not yet Zarr v3) and on the files
     tscube keeps in a store besides its arrays (the run record, hidden ``.name`` entries
     such as a monitoring state's directory)."""
@@ -308,7 +308,7 @@ class RunLocked(OSError):
 
 
 @contextmanager
-def _exclusive(output: Path):
+def exclusive_lock(output: Path):
     """Hold an exclusive lock on ``output`` for the whole run (released by the OS when the process dies).
 
     Uses ``fcntl.flock`` on a hidden lock file next to the output; where ``fcntl`` does
@@ -343,7 +343,7 @@ def _create_store(template, store: Path, record: dict) -> None:
     for stale in store.parent.glob(f".{store.name}.tmp-*"):  # left by runs killed while creating it
         _remove(stale)
     tmp = store.with_name(f".{store.name}.tmp-{os.getpid()}")
-    with _quiet_zarr():
+    with quiet_zarr():
         template.to_zarr(tmp, mode="w-", compute=False, write_empty_chunks=True)
     _write_json_atomic(tmp / RECORD_NAME, record)
     _remove(store)
@@ -362,7 +362,7 @@ class _StoreWriter:
     def __init__(self, store: Path, names):
         import zarr
 
-        with _quiet_zarr():
+        with quiet_zarr():
             group = zarr.open_group(str(store), mode="r+", use_consolidated=False)
             self.arrays = {name: group[name] for name in names}
 
@@ -393,7 +393,7 @@ def _finish_store(store: Path, summary: RunSummary) -> None:
     """Add the deterministic summary to the store's attributes and consolidate its metadata."""
     import zarr
 
-    with _quiet_zarr():
+    with quiet_zarr():
         group = zarr.open_group(str(store), mode="r+", use_consolidated=False)
         group.attrs.update(summary.attrs())
         zarr.consolidate_metadata(str(store))
@@ -504,7 +504,7 @@ def run_chunked(
         Another process is running into ``output`` now.
     """
     output = Path(output)
-    with _exclusive(output):
+    with exclusive_lock(output):
         return _run(template, output, command=command, params=params, input_id=input_id, status_enum=status_enum,
                     overwrite=overwrite, progress=progress, client=client, echo=echo)
 
@@ -593,17 +593,17 @@ def _assemble(store: Path, output: Path) -> None:
 
     from .io import write_result
 
-    with _quiet_zarr(), xr.open_zarr(store, decode_coords="all") as ds:
+    with quiet_zarr(), xr.open_zarr(store, decode_coords="all") as ds:
         write_result(ds.load(), output)  # in memory: HDF5 written from threaded dask chunks is not byte-stable
 
 
 def _resume_or_refuse(output: Path, store: Path, final_record_path: Path, identity: dict, overwrite: bool,
                       echo) -> dict | None:
     """The record to continue from (None: start afresh), or raise :class:`RunMismatch`."""
-    in_progress = _read_json(store / RECORD_NAME) if store.is_dir() else None
+    in_progress = read_json(store / RECORD_NAME) if store.is_dir() else None
     finished = None
     if not _is_zarr(output) and in_progress is None:
-        finished = _read_json(final_record_path)
+        finished = read_json(final_record_path)
     candidate = in_progress if in_progress is not None else finished
     if candidate is not None and finished is not None and not output.exists():
         candidate = finished = None  # the output was removed: run again

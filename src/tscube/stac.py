@@ -89,7 +89,7 @@ def is_stac_source(source) -> bool:
         isinstance(source, (list, tuple)) and bool(source) and type(source[0]).__module__.startswith("pystac"))
 
 
-def _read_json(href: str) -> dict:
+def read_json(href: str) -> dict:
     import pystac
 
     try:
@@ -109,7 +109,7 @@ def _read_document(href: str) -> list:
 
     if not re.match(r"https?://", href):
         href = str(Path(href).resolve())
-    data = _read_json(href)
+    data = read_json(href)
     if data.get("type") == "FeatureCollection":
         items = list(pystac.ItemCollection.from_dict(data))
         for item in items:

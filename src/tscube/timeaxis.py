@@ -67,7 +67,8 @@ class TimeAxis:
         return (self.slot + 1).astype(np.float64)
 
 
-def _is_datetime_like(values) -> bool:
+def is_datetime_like(values) -> bool:
+    """Whether ``values`` are dates (datetimes, dates, timestamps or date strings), not decimal years."""
     if isinstance(values, (pd.DatetimeIndex, pd.Series)) and pd.api.types.is_datetime64_any_dtype(values):
         return True
     arr = np.asarray(values)
@@ -151,7 +152,7 @@ def build_time_axis(dates, freq=None) -> TimeAxis:
     """
     if freq is not None:
         freq = _check_freq(freq)
-    if _is_datetime_like(dates):
+    if is_datetime_like(dates):
         index = _to_datetime_index(dates, "dates")
         if index.size == 0:
             raise ValueError("dates is empty")

@@ -30,8 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["OutputSpec", "apply_time_series", "chunks_fit", "is_xarray", "largest_chunk_values",
-           "parse_memory", "pixel_block_shape", "partial_block", "serialisable_attrs", "time_coordinate"]
+from .timeaxis import is_datetime_like
+
+__all__ = ["OutputSpec", "apply_time_series", "chunks_fit", "describe_variables", "is_xarray",
+           "largest_chunk_values", "parse_memory", "partial_block", "pixel_block_shape", "pixel_chunks",
+           "serialisable_attrs", "time_coordinate", "with_dates"]
 
 #: Serialises the calls of multi-threaded engines (numba ``parallel=True``, CUDA) made by
 #: concurrent dask threads of one process: each call already uses every core, and
@@ -128,6 +131,23 @@ class OutputSpec:
     dtype: Any
     dims: tuple[str, ...] = ()
 
+def with_dates(da, dates, time_dim: str = "time"):
+    """``(da, dates)``: ``da`` with ``dates`` as its time coordinate (where given: they
+    replace its own, e.g. for a GeoTIFF whose bands are not dated), and its dates as NumPy
+    (``datetime64`` or decimal years)."""
+    if dates is not None:
+        if time_dim not in da.dims:
+            raise ValueError(f"data has no {time_dim!r} dimension (dims: {', '.join(map(str, da.dims))})")
+        if len(dates) != da.sizes[time_dim]:
+            raise ValueError(f"dates has {len(dates)} entries but data has {da.sizes[time_dim]} along {time_dim!r}")
+        da = da.assign_coords({time_dim: pd.DatetimeIndex(pd.to_datetime(dates)) if is_datetime_like(dates)
+                               else np.asarray(dates, dtype=float)})
+    axis_dates = time_coordinate(da, time_dim)
+    if isinstance(axis_dates, pd.DatetimeIndex):
+        axis_dates = axis_dates.to_numpy()
+    return da, axis_dates
+
+
 def _run_block(block: np.ndarray, *, func, specs, sizes, serialize) -> tuple[np.ndarray, ...]:
     """apply_ufunc kernel: ``block`` is ``(*pixels, T)``; outputs ``(*pixels, *dims)``."""
     pixel_shape, n_times = block.shape[:-1], block.shape[-1]
@@ -149,7 +169,7 @@ def _run_block(block: np.ndarray, *, func, specs, sizes, serialize) -> tuple[np.
         shaped.append(array.reshape(pixel_shape + array.shape[1:]))
     return tuple(shaped)
 
-def _pixel_chunks(da, time_dim: str, budget: int | None, bytes_per_value: float):
+def pixel_chunks(da, time_dim: str, budget: int | None, bytes_per_value: float):
     """``da`` with the time axis in one chunk and pixel chunks sized by ``budget`` bytes.
 
     ``bytes_per_value`` is the memory one input value costs while processed (its
@@ -272,11 +292,11 @@ def apply_time_series(
                 UserWarning,
                 stacklevel=3,
             )
-            da = _pixel_chunks(da, time_dim, budget, bytes_per_value)
+            da = pixel_chunks(da, time_dim, budget, bytes_per_value)
         elif budget is not None and not chunks_fit(da, time_dim, budget, bytes_per_value):
-            da = _pixel_chunks(da, time_dim, budget, bytes_per_value)
+            da = pixel_chunks(da, time_dim, budget, bytes_per_value)
     elif budget is not None or client is not None:
-        da = _pixel_chunks(da, time_dim, budget, bytes_per_value)
+        da = pixel_chunks(da, time_dim, budget, bytes_per_value)
 
     new_sizes = {d: n for d, n in sizes.items() if d != time_dim}
     result = xr.apply_ufunc(
@@ -355,12 +375,6 @@ class partial_block:
 
     def __call__(self, series):
         return self.func(series, **self.kwargs)
-
-def _datetime_like(values) -> bool:
-    values = np.asarray(values)
-    if np.issubdtype(values.dtype, np.datetime64) or values.dtype.kind in "US":
-        return True
-    return values.dtype == object
 
 def largest_chunk_values(da, time_dim: str) -> int:
     """Values (dates x pixels) of the largest block an engine will get: the whole array

@@ -4,15 +4,16 @@
 :class:`xarray.DataArray` with a ``time`` dimension, lazily per dask chunk (``memory``
 bounds a chunk's bytes, ``client`` computes on a dask cluster) and return
 :class:`xarray.Dataset` results with the input's coordinates and CRS. They live with
-their algorithms (``tscube.bfast._xarray``, ``tscube.stl._xarray``) and are built on
+their algorithms (``tscube.bfast.monitor``, ``tscube.bfast.lite``, ``tscube.stl``) and are built on
 :mod:`tscube.xarray_blocks` (:func:`apply_time_series`, :class:`OutputSpec`, ...), which
 any other per-pixel function can use too. See ``docs/io.md``.
 """
 
 from __future__ import annotations
 
-from .bfast._xarray import bfast_lite_xarray, bfast_monitor_xarray
-from .stl._xarray import stl_xarray
+from .bfast.lite import bfast_lite_xarray
+from .bfast.monitor import bfast_monitor_xarray
+from .stl import stl_xarray
 from .xarray_blocks import (OutputSpec, apply_time_series, chunks_fit, is_xarray, parse_memory,
                             partial_block, serialisable_attrs, time_coordinate)
 

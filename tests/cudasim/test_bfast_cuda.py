@@ -19,14 +19,14 @@ from cuda_checks import assert_no_gpu_error, check_ptx, run_without_simulator
 
 from tscube import BfastStatus, bfast_monitor, config
 from tscube._cuda_host import chunk_items, release_buffers
-from tscube.bfast import _reference
-from tscube.bfast.critval import critical_value
-from tscube.bfast.design import build_design
-from tscube.bfast.history import ROC_LAMBDA_05
-from tscube.bfast.plan import MonitorPlan
+from tscube.bfast.monitor import _reference
+from tscube.bfast.monitor.critval import critical_value
+from tscube.bfast.core.design import build_design
+from tscube.bfast.monitor.history import ROC_LAMBDA_05
+from tscube.bfast.monitor.plan import MonitorPlan
 from tscube.timeaxis import build_time_axis
 
-_cuda = pytest.importorskip("tscube.bfast._cuda")
+_cuda = pytest.importorskip("tscube.bfast.monitor._cuda")
 
 
 def _load_root_conftest():
@@ -42,7 +42,7 @@ def _load_root_conftest():
 
 _root = _load_root_conftest()
 REAL_GPU = bool(os.environ.get("TSCUBE_TEST_REAL_CUDA"))
-HAS_CPU_ENGINE = importlib.util.find_spec("tscube.bfast._cpu") is not None
+HAS_CPU_ENGINE = importlib.util.find_spec("tscube.bfast.monitor._cpu") is not None
 FREQ = 23
 INTS = ("break_index", "status", "n_valid", "n_history", "n_monitor", "n_inf")
 EXACT_FLOATS = ("break_time", "history_start")
@@ -281,7 +281,7 @@ def test_cuda_per_pixel_history_begin_equals_fixed_history_per_pixel():
 
 def _cpu_selects(method):
     try:
-        from tscube.bfast._cpu_history import history_first
+        from tscube.bfast.monitor.history import history_first
 
         history_first(np.ones((48, 1)), dataclasses.replace(_plan(48, 36), history=method))
         return True
@@ -356,7 +356,7 @@ def test_cuda_without_gpu_raises_naming_the_cause():
     the engine module imports no numba.cuda."""
     code = (
         "import sys, numpy as np\n"
-        "import tscube, tscube.bfast._cuda\n"
+        "import tscube, tscube.bfast.monitor._cuda\n"
         "assert 'numba.cuda' not in sys.modules\n"
         "try:\n"
         "    tscube.bfast_monitor(np.ones((30, 2)), 2000 + np.arange(30) / 23, 2001, freq=23,\n"
@@ -364,7 +364,7 @@ def test_cuda_without_gpu_raises_naming_the_cause():
         "except RuntimeError as exc:\n"
         "    print('RuntimeError:', exc)\n"
         "try:\n"
-        "    tscube.bfast._cuda.device_summary()\n"
+        "    tscube.bfast.monitor._cuda.device_summary()\n"
         "except RuntimeError as exc:\n"
         "    print('summary RuntimeError:', exc)\n"
     )
@@ -374,7 +374,7 @@ def test_cuda_without_gpu_raises_naming_the_cause():
 
 
 _PTX_CHECK = '''
-from tscube.bfast import _cuda_kernels as kern
+from tscube.bfast.monitor import _cuda_kernels as kern
 
 f8, i4, i8, u1, i1, b1 = nt.float64, nt.int32, nt.int64, nt.uint8, nt.int8, nt.boolean
 checks = []

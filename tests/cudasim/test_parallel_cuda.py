@@ -15,7 +15,7 @@ from numba import config as numba_config  # noqa: E402
 if not (numba_config.ENABLE_CUDASIM or cuda.is_available()):
     pytest.skip("neither the CUDA simulator nor a GPU is available", allow_module_level=True)
 
-from tscube.parallel import _cuda as C  # noqa: E402
+from tscube.parallel import cuda as C  # noqa: E402
 from tscube.parallel import reference as R  # noqa: E402
 
 # chunk of the scan kernels is 2 * threads per block = 32 elements

@@ -3,7 +3,7 @@ both flavours with 0/30/60 % gaps and every status, robustness, jumps, degrees 0
 periodic (long-window) seasonal, odd lengths, float32 and float64 input, chunked
 streaming, pixel shapes, the missing-GPU error and a PTX compile of the kernel.
 
-The kernel runs the cpu engine's per-series function (``_cpu._decompose_one``); on the
+The kernel runs the cpu engine's per-series function (``_cpu.decompose_one``); on the
 simulator that is the CPU-compiled function, so these tests check the driver (chunking,
 the time-major column layout, dtypes, statuses, unpacking). Set
 ``TSCUBE_TEST_REAL_CUDA=1`` to run the same comparisons on a GPU, where the function is
@@ -233,7 +233,7 @@ def test_cuda_without_gpu_raises_naming_the_cause():
 
 
 _PTX_CHECK = '''
-from tscube.parallel import _cuda as kern
+from tscube.parallel import cuda as kern
 from tscube.stl import _cuda
 
 kernel = _cuda._kernel(cuda)

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import numpy as np
 
-ENGINES = ("auto", "reference", "cpu", "cuda")
+from ..engines import load, register, resolve
+
+#: The engines of the clustering estimators: modules of the E/M-step statistics. "auto"
+#: is the cpu engine: the cuda one brings its statistics back to the host every iteration.
+ENGINES = register("cluster", {
+    "reference": f"{__package__}._reference",
+    "cpu": f"{__package__}._cpu",
+    "cuda": f"{__package__}._cuda",
+}, auto_gpu=False).modules
 COVARIANCE_TYPES = ("full", "tied", "diag", "spherical")
 #: The engines compute "full" or "diag" statistics; "tied" and "spherical" mixtures
 #: are evaluated through them (see :func:`engine_precisions`).
@@ -16,10 +23,8 @@ ENGINE_COVARIANCE_TYPE = {"full": "full", "tied": "full", "diag": "diag", "spher
 
 def resolve_engine(engine):
     """Return the engine module for ``engine`` (imported lazily: cuda only on request)."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    name = "cpu" if engine == "auto" else engine
-    module = importlib.import_module(f"tscube.cluster._{name}")
+    name = resolve("cluster", engine)
+    module = load("cluster", name)
     if name == "cuda":
         module.check_available()
     return module

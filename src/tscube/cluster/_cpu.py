@@ -89,8 +89,8 @@ def _gmm_statistics_kernel(X, means, prec, log_const, full, block, n_blocks,
                     best = v
             total = 0.0  # log-sum-exp: shift by the largest term
             for k in range(n_components):
-                # exp(< -700) < 1e-304 is flushed to 0: subnormal numbers would make
-                # every following product ~100x slower for no visible change.
+                # exp(< -700) < 1e-304 is flushed to 0: arithmetic on subnormal numbers
+                # takes a slow path in the CPU, for no visible change of the result.
                 shifted = log_prob[k] - best
                 log_prob[k] = np.exp(shifted) if shifted > -700.0 else 0.0
                 total += log_prob[k]
@@ -255,7 +255,7 @@ def _kmeans_kernel(n_features: int):
                     kk = best_k[i]
                     counts[kk] += 1.0
                     # a run-time trip count: one SIMD add of the row, which the unrolled
-                    # compile-time loop did not get (measured 12 % faster per pass)
+                    # compile-time loop did not get (benchmarks/README.md, k-means)
                     for j in range(n_columns):
                         sums[kk, j] += X[t0 + i, j]
                     if not sums_only:

@@ -1,6 +1,6 @@
 """NumPy references for the data-parallel primitives of :mod:`tscube.parallel`.
 
-Each function here states *what* a CUDA primitive in :mod:`tscube.parallel._cuda`
+Each function here states *what* a CUDA primitive in :mod:`tscube.parallel.cuda`
 must compute, written for clarity rather than speed. The CUDA kernels are tested
 against these functions under the numba CUDA simulator, and these functions are tested
 against plain Python loops and ``numpy.linalg`` in ``tests/test_parallel_reference.py``.
@@ -66,12 +66,12 @@ def accumulation_dtype(input_dtype, dtype=None) -> np.dtype:
     raise TypeError(f"x must hold numbers or booleans, got dtype {np.dtype(input_dtype)}")
 
 
-def _rows(a: np.ndarray) -> np.ndarray:
+def last_axis_rows(a: np.ndarray) -> np.ndarray:
     """View ``a`` as a 2-D stack of its last-axis rows (works for empty shapes)."""
     return a.reshape(int(np.prod(a.shape[:-1], dtype=np.int64)), a.shape[-1])
 
 
-def _as_vector(x, name: str) -> np.ndarray:
+def as_vector(x, name: str) -> np.ndarray:
     x = np.asarray(x)
     if x.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {x.shape}")
@@ -94,7 +94,7 @@ def inclusive_scan(x, dtype=None) -> np.ndarray:
     -------
     numpy.ndarray, shape (n,)
     """
-    x = _as_vector(x, "x")
+    x = as_vector(x, "x")
     return np.cumsum(x, dtype=accumulation_dtype(x.dtype, dtype))
 
 
@@ -112,7 +112,7 @@ def exclusive_scan(x, dtype=None) -> np.ndarray:
     -------
     numpy.ndarray, shape (n,)
     """
-    x = _as_vector(x, "x")
+    x = as_vector(x, "x")
     acc = accumulation_dtype(x.dtype, dtype)
     out = np.zeros(x.shape[0], dtype=acc)
     if x.shape[0] > 1:
@@ -139,8 +139,8 @@ def segmented_scan(x, flags, exclusive: bool = False, dtype=None) -> np.ndarray:
     -------
     numpy.ndarray, shape (n,)
     """
-    x = _as_vector(x, "x")
-    flags = _as_vector(flags, "flags")
+    x = as_vector(x, "x")
+    flags = as_vector(flags, "flags")
     if flags.shape != x.shape:
         raise ValueError(f"flags must have the shape of x {x.shape}, got {flags.shape}")
     acc = accumulation_dtype(x.dtype, dtype)
@@ -171,7 +171,7 @@ def batched_scan(values, exclusive: bool = False, dtype=None) -> np.ndarray:
     if values.ndim < 1:
         raise ValueError("values must have at least one dimension")
     acc = accumulation_dtype(values.dtype, dtype)
-    rows = _rows(values)
+    rows = last_axis_rows(values)
     scan = exclusive_scan if exclusive else inclusive_scan
     out = np.zeros(rows.shape, dtype=acc)
     for r, row in enumerate(rows):
@@ -233,7 +233,7 @@ def compact_with_keys(values, fill_value=np.nan, key_fill: int = 0):
         raise ValueError("values must have at least one dimension")
     if values.dtype.kind != "f":
         raise TypeError(f"values must be floating point (NaN = missing), got {values.dtype}")
-    rows = _rows(values)
+    rows = last_axis_rows(values)
     count = np.zeros(rows.shape[0], dtype=np.int64)
     compacted = np.full(rows.shape, fill_value, dtype=values.dtype)
     keys = np.full(rows.shape, key_fill, dtype=np.int64)
@@ -285,7 +285,7 @@ def argmin(x) -> np.ndarray:
         raise ValueError("x must have at least one dimension")
     if x.dtype.kind not in "iuf":
         raise TypeError(f"x must hold numbers, got dtype {x.dtype}")
-    rows = _rows(x).astype(np.float64)
+    rows = last_axis_rows(x).astype(np.float64)
     index = np.full(rows.shape[0], -1, dtype=np.int64)
     for r, row in enumerate(rows):
         if not np.all(np.isnan(row)):
@@ -293,7 +293,7 @@ def argmin(x) -> np.ndarray:
     return index.reshape(x.shape[:-1])
 
 
-def _check_design_and_batch(X, batch, name: str):
+def check_design_and_batch(X, batch, name: str):
     X = np.asarray(X)
     batch = np.asarray(batch)
     if X.ndim != 2:
@@ -324,7 +324,7 @@ def batched_masked_gram(X, mask, dtype=np.float64) -> np.ndarray:
     -------
     numpy.ndarray, shape (m, k, k)
     """
-    X, mask = _check_design_and_batch(X, mask, "mask")
+    X, mask = check_design_and_batch(X, mask, "mask")
     w = (mask != 0).astype(dtype)
     Xd = X.astype(dtype)
     return np.einsum("pt,tj,tk->pjk", w, Xd, Xd)
@@ -346,7 +346,7 @@ def batched_masked_xty(X, Y, dtype=np.float64) -> np.ndarray:
     -------
     numpy.ndarray, shape (m, k)
     """
-    X, Y = _check_design_and_batch(X, Y, "Y")
+    X, Y = check_design_and_batch(X, Y, "Y")
     if Y.dtype.kind != "f":
         Y = Y.astype(np.float64)
     filled = np.where(np.isnan(Y), 0.0, Y).astype(dtype)

@@ -10,7 +10,7 @@ longer windows) give each lane its own valid mask and neighbourhoods: the radius
 every evaluation's ``q`` nearest valid points, found once per block by a pointer that
 slides over the lane's compacted valid positions; each evaluation then sums the
 tricube- and mask-weighted moments of all lanes over the union of their windows.
-Periodic fits, and the cuda engine, use the per-series path (``_decompose_one``): each
+Periodic fits, and the cuda engine, use the per-series path (``decompose_one``): each
 loess evaluation finds its ``q`` nearest valid points by binary search and expansion
 (O(q + log N)) and accumulates weighted moments in one pass. Moving averages are running
 sums, the robustness median a quickselect. Arithmetic is float64 throughout
@@ -531,7 +531,7 @@ def _valid_positions(y, n, p, isdeg, periodic, flavor, valid, xv, sub_xv, sub_st
 
 
 @jit()
-def _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, sub_nv,
+def decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv, sub_start, sub_nv,
                    work_d, cycle, ma1, ma2, low, fbuf, sbuf, resid, tables, sub_y, sub_w):
     """STL of one series into seasonal/trend/rw; returns the status code."""
     (n, p, ns, nt, nl, isdeg, itdeg, ildeg, nsjump, ntjump, nljump, ni, no, periodic,
@@ -1012,7 +1012,7 @@ def _block_robustness_weights(y, seasonal, trend, mask, n, flavor, rw, wmask, re
 def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, mask,
                      wmask, ones, work_d, cycle, ma1, ma2, low, fbuf, sbuf, acc, nb_h, nb_span, lane_resid, counts, valid, xv, sub_xv, sub_start, sub_nv,
                      tables):
-    """``_decompose_one`` of the BLOCK series in the columns of y (non-periodic fits; NaN
+    """``decompose_one`` of the BLOCK series in the columns of y (non-periodic fits; NaN
     where missing, set to 0 on return).
     ``tabled``: the loess tables cover every window (degrees <= 1), used if the block
     has no gap; otherwise every loess is ``_block_loess_masked``, except the statsmodels
@@ -1190,7 +1190,7 @@ def _decompose_batch(values, has_nodata, nodata, prm, centered_t, denominator, n
         for lane in range(start, stop):
             for i in range(n):
                 y[i] = clean_value(values[i, lane], has_nodata, nodata)
-            status[lane] = _decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv,
+            status[lane] = decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv,
                                           sub_start, sub_nv, work_d, cycle, ma1, ma2, low,
                                           fbuf, sbuf, resid, tables, sub_y, sub_w)
             for i in range(n):
@@ -1202,7 +1202,7 @@ def _decompose_batch(values, has_nodata, nodata, prm, centered_t, denominator, n
                                                             denominator, p, cycle_means)
 
 
-def _tables(codes):
+def code_tables(codes):
     """Loess tables of the seasonal, trend and low-pass windows (read-only, shared by all
     threads); a window above TABLE_MAX_WINDOW or the series length gets none."""
     n = codes[0]
@@ -1236,7 +1236,7 @@ def _tables_cover(codes, tables, loesses=(0, 1, 2)):
 
 
 def param_codes(n: int, prm: StlParams) -> np.ndarray:
-    """The int64 parameter vector of :func:`_decompose_one` for series of length ``n``."""
+    """The int64 parameter vector of :func:`decompose_one` for series of length ``n``."""
     return np.array([n, prm.period, prm.seasonal, prm.trend, prm.low_pass, prm.seasonal_deg,
                      prm.trend_deg, prm.low_pass_deg, prm.seasonal_jump, prm.trend_jump,
                      prm.low_pass_jump, prm.inner_iter, prm.outer_iter, int(prm.periodic),
@@ -1257,7 +1257,7 @@ def decompose_cube(values, nodata, prm: StlParams, times, out_dtype):
     amplitude = np.empty(n_series)
     status = np.empty(n_series, dtype=np.int8)
     if n_series:
-        tables = _tables(codes)
+        tables = code_tables(codes)
         tabled = _tables_cover(codes, tables)
         low_tabled = _tables_cover(codes, tables, (2,))
         n_blocked = 0

@@ -1,7 +1,7 @@
 """CUDA engine of :func:`tscube.stl` (numba.cuda): one thread per series, running the cpu
 engine's own per-series code, so the results are those of the ``cpu`` engine.
 
-The kernel calls :func:`tscube.stl._cpu._decompose_one` (an ``@njit`` function, which
+The kernel calls :func:`tscube.stl._cpu.decompose_one` (an ``@njit`` function, which
 numba-cuda compiles for the device together with everything it calls: ``_loess``,
 ``_local_fit``, ``_neighbourhood``, ``_moving_average``, ``_robustness_weights``,
 ``_select``, ...). There is no second copy of the algorithm: every case (both flavours,
@@ -12,7 +12,7 @@ per-series work array (``(rows, m)`` in global memory). Thread ``s`` gets the st
 columns ``array[:, s]``, so at a given time index the threads of a warp touch
 consecutive addresses (coalesced while they run in step). The series cross the bus as
 rows ``(m, T)`` in their own dtype (float32 stays float32) and the shared-memory
-tile transpose (:func:`tscube.parallel._cuda.clean_transpose_kernel`) turns them
+tile transpose (:func:`tscube.parallel.cuda.clean_transpose_kernel`) turns them
 into float64 columns; the outputs are transposed back to rows on the device, so every
 host copy is contiguous.
 
@@ -20,7 +20,7 @@ Importing this module needs no CUDA driver or toolkit: :mod:`numba.cuda` is impo
 :func:`decompose` after the check that a GPU (or numba's CUDA simulator) is present.
 The series are processed in chunks sized to the free device memory (or
 ``config.CUDA_CHUNK_BYTES``), with two buffer sets, each with its own stream and pinned
-host staging, alternating as in :mod:`tscube.bfast._cuda`.
+host staging, alternating as in :mod:`tscube.bfast.monitor._cuda`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import numpy as np
 from .. import config
 from .._cuda_host import (DEVICE_LOCK, KeptBuffers, StepEvents, chunk_items, require_cuda,
                           stream_chunks, view)
-from ._cpu import _decompose_one, _tables, param_codes
+from ._cpu import decompose_one, code_tables, param_codes
 from ._params import StlParams
 
 #: numba.cuda, bound by :func:`_kernel` on first use (not at import). The kernel below
@@ -42,7 +42,7 @@ cuda = None
 
 #: What the kernel calls for one series: the cpu engine's function, compiled for the
 #: device by numba-cuda (on the simulator, :func:`_kernel` puts a wrapper here).
-_device_decompose = _decompose_one
+_device_decompose = decompose_one
 
 #: Threads per block at most: the kernel uses 255 registers per thread (ptxas, H100), and a
 #: block may use 64 Ki registers.
@@ -96,7 +96,7 @@ def _stl_columns(data, prm, tables, seasonal, trend, weights, status, valid, iwo
 
 
 def _simulator_decompose(*args):
-    """``_decompose_one`` on numba's CUDA simulator, whose kernels see their arrays
+    """``decompose_one`` on numba's CUDA simulator, whose kernels see their arrays
     wrapped (``FakeWithinKernelCUDAArray`` around ``FakeCUDAArray``): unwrapped to the
     NumPy arrays (views) they hold, so the njit function runs on them in place."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
@@ -109,7 +109,7 @@ def _simulator_decompose(*args):
             a = a._ary
         return a
 
-    return _decompose_one(*[unwrap(a) for a in args])
+    return decompose_one(*[unwrap(a) for a in args])
 
 
 @lru_cache(maxsize=None)
@@ -188,7 +188,7 @@ def decompose(data, prm: StlParams, timings: dict | None = None):
 
 
 def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
-    from ..parallel._cuda import clean_transpose_kernel  # imports numba.cuda
+    from ..parallel.cuda import clean_transpose_kernel  # imports numba.cuda
 
     n_series, n = data.shape
     codes = param_codes(n, prm)
@@ -207,7 +207,7 @@ def _run_locked(cuda, data, prm, seasonal, trend, weights, status, timings):
     block_t = (tile, max(1, min(tile, tpb // tile)))
     transpose = clean_transpose_kernel(*block_t)
     d_codes = cuda.to_device(codes)
-    d_tables = cuda.to_device(_tables(codes))  # once per call, read by every thread
+    d_tables = cuda.to_device(code_tables(codes))  # once per call, read by every thread
     buffers = _KEPT.get(key, chunk, 2 if n_series > chunk else 1,
                         lambda size: _Buffers(cuda, n, prm.period, size, data.dtype))
 

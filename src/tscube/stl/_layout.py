@@ -1,8 +1,8 @@
 """Moving a cube between :func:`tscube.stl`'s time-first layout and the engines' series
 rows, in parallel (numba), with the missing-value cleaning and the per-series summaries.
 
-Done with NumPy one array at a time, these copies and transposes took 85 % of an 8192 x
-828 cpu-engine call and most of a GPU call (measured on an H100: see docs/gpu.md). Here
+Done with NumPy one array at a time, these copies and transposes took most of a call
+(docs/gpu.md, benchmarks/README.md). Here
 each is one pass over blocks of series (cache-sized tiles of the transpose). The
 reference and cuda engines take this path (:func:`decompose_via_rows`); the cpu engine
 reads and writes the time-first arrays itself and shares only the cleaning of a value
@@ -65,7 +65,7 @@ def _one_array_type(values: np.ndarray) -> np.ndarray:
     """``values`` as one numba array type per dtype: C-contiguous (other layouts copied,
     one pass against STL's hundreds of operations per value) and seen read-only (a view;
     the kernels only read it). Each other layout or writeability would compile the
-    kernels once more (~25 s each for the cpu engine's batch kernel)."""
+    kernels once more, the cpu engine's large batch kernel included."""
     values = np.ascontiguousarray(values).view()
     values.flags.writeable = False
     return values

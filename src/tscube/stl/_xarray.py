@@ -7,8 +7,11 @@ from dataclasses import asdict
 import numpy as np
 import pandas as pd
 
-from ..xarray_blocks import (describe_variables, OutputSpec, apply_time_series, largest_chunk_values, partial_block,
+from ..engines import resolve
+from ..xarray_blocks import (OutputSpec, apply_time_series, describe_variables, largest_chunk_values, partial_block,
                              serialisable_attrs, time_coordinate)
+from ._array import stl_array
+from ._status import StlStatus
 
 _STL_VARIABLE_ATTRS = {
     "seasonal": dict(long_name="seasonal component"),
@@ -20,9 +23,7 @@ _STL_VARIABLE_ATTRS = {
 }
 
 def _stl_block(series, *, period, kwargs, components):
-    from . import stl
-
-    result = stl(series, period, **kwargs)
+    result = stl_array(series, period, **kwargs)
     out = dict(trend_slope=result.trend_slope, seasonal_amplitude=result.seasonal_amplitude, status=result.status)
     if components:
         out.update(seasonal=result.seasonal, trend=result.trend, remainder=result.remainder, weights=result.weights)
@@ -53,8 +54,6 @@ def stl_xarray(da, period, *, time_dim: str = "time", components: bool = True, c
     -------
     xarray.Dataset
     """
-    from . import StlStatus, stl
-
     kwargs = dict(kwargs)
     if kwargs.get("dates") is None:
         dates = time_coordinate(da, time_dim)
@@ -62,17 +61,9 @@ def stl_xarray(da, period, *, time_dim: str = "time", components: bool = True, c
     elif time_dim not in da.dims:
         raise ValueError(f"data has no {time_dim!r} dimension (dims: {', '.join(map(str, da.dims))})")
     n_times = da.sizes[time_dim]
-    probe = stl(np.full((n_times, 1), np.nan), period, **dict(kwargs, engine="reference"))
-    engine = kwargs.get("engine", "auto")
-    from . import ENGINES
-
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES} for stl, got {engine!r}")
-    if engine == "auto":  # one engine for every chunk, recorded in the attrs
-        from ..engines import auto_engine
-
-        kwargs["engine"] = auto_engine(largest_chunk_values(da, time_dim))
-    resolved = kwargs.get("engine", "auto")
+    probe = stl_array(np.full((n_times, 1), np.nan), period, **dict(kwargs, engine="reference"))
+    # one engine for every chunk, recorded in the attrs
+    kwargs["engine"] = resolved = resolve("stl", kwargs.get("engine", "auto"), largest_chunk_values(da, time_dim))
     out_dtype = np.float32 if da.dtype == np.float32 else np.float64
     specs = [OutputSpec("trend_slope", out_dtype), OutputSpec("seasonal_amplitude", out_dtype),
              OutputSpec("status", np.int8)]

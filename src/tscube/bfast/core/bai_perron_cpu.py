@@ -1,0 +1,763 @@
+"""Bai–Perron breakpoints for the cpu engines (numba), a pixel (or a group of pixels with
+the same valid dates) per call.
+
+Same rules as :mod:`tscube.bfast.core.bai_perron` (the reference), organised for speed:
+
+* the segment RSS triangle, only where the programme reads it, start by start: for each
+  segment start a fit of its first ``h`` rows from prefix sums of X'X and X'y, then
+  rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}``, ``RSS(i, j)`` the running sum
+  of squared recursive residuals, each row's prediction from the segment's sums; the
+  last segments from one pass backwards. Where R's recursion differs from least squares
+  (the first ``k`` rows of a segment rank deficient) or the start is ill-conditioned,
+  the recursion itself: while the first rows are rank deficient each step is a full fit
+  by modified Gram–Schmidt QR that drops aliased columns by R's ``lm.fit`` rule (a
+  column's orthogonal part below 1e-7 of its norm), as strucchange's ``recresid`` does,
+  and two exact refits after the first full-rank one keep the updates' rounding below
+  what could move a breakpoint;
+* the dynamic programme over segment ends, ties to the earliest break, fed each start's
+  segments as they come: the triangle is never stored;
+* pixels with the same valid dates share everything above but their values: one
+  records it, the others replay it together, the pixels as SIMD lanes.
+
+Shared by ``bfast_monitor(history="BP")`` (:mod:`tscube.bfast.monitor.history._cpu`) and BFAST
+Lite (:mod:`tscube.bfast.lite._cpu`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ..._jit import jit
+from .ols import LM_FIT_TOL
+
+#: Exact refits after the first full-rank fit, every k rows.
+_REFITS = 2
+
+#: A segment starts from one fit of its first h rows by prefix sums (normal equations)
+#: only when h is at least this many times k (with few residual degrees of freedom the
+#: RSS is a small difference of large sums: h = 9 rows for k = 8 loses 1e-3 of it) ...
+_SUMS_MIN_ROWS = 3
+#: ... and every equilibrated Cholesky pivot of their Gram (1 - R^2 of a column on the
+#: ones before it) is at least this: cond(X'X) below ~1e5 k. Other starts take the
+#: recursion from k rows with exact QR refits, as R.
+_SUMS_MIN_PIVOT = 1e-5
+
+
+@jit(inline="always", error_model="numpy")
+def _dot(a, b, first, step, count):
+    """``sum(a[i] * b[first + step * i] for i < count)`` in four interleaved partial
+    sums: a floating-point sum's chain of dependent additions, four times shorter."""
+    s0 = s1 = s2 = s3 = 0.0
+    quads = count - count % 4
+    for i in range(0, quads, 4):
+        s0 += a[i] * b[first + step * i]
+        s1 += a[i + 1] * b[first + step * (i + 1)]
+        s2 += a[i + 2] * b[first + step * (i + 2)]
+        s3 += a[i + 3] * b[first + step * (i + 3)]
+    for i in range(quads, count):
+        s0 += a[i] * b[first + step * i]
+    return (s0 + s1) + (s2 + s3)
+
+
+@jit(error_model="numpy")
+def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
+    """OLS of ``count`` compacted rows (positions ``first + step * i``) with R's in-order
+    aliasing, by modified Gram–Schmidt on the columns (scratch ``Q`` ``(k, T)``, a column
+    per row: contiguous). Writes the coefficients (0 where aliased) to ``beta`` and
+    ``(X_K'X_K)^{-1}`` of the kept columns K (zero elsewhere) to ``P``; returns the number
+    of kept columns."""
+    k = X.shape[1]
+    nk = 0
+    for j in range(k):
+        for i in range(count):
+            Q[nk, i] = X[rows[first + step * i], j]
+        norm = math.sqrt(_dot(Q[nk], Q[nk], 0, 1, count))
+        if norm == 0.0:
+            continue
+        for c in range(nk):
+            R[c, nk] = 0.0
+        for _ in range(2):  # Gram–Schmidt twice: orthogonal to working precision
+            for c in range(nk):
+                dot = _dot(Q[c], Q[nk], 0, 1, count)
+                R[c, nk] += dot
+                for i in range(count):
+                    Q[nk, i] -= dot * Q[c, i]
+        rest = math.sqrt(_dot(Q[nk], Q[nk], 0, 1, count))
+        if rest < LM_FIT_TOL * norm:
+            continue
+        for i in range(count):
+            Q[nk, i] /= rest
+        R[nk, nk] = rest
+        idx[nk] = j
+        nk += 1
+    for a in range(k):
+        beta[a] = 0.0
+        for b in range(k):
+            P[a, b] = 0.0
+    # R^{-1} in place of the upper triangle's columns (back substitution), then
+    # beta = R^{-1} Q'y and P = R^{-1} R^{-T}
+    Rinv = np.zeros((nk, nk))
+    for c in range(nk):
+        Rinv[c, c] = 1.0 / R[c, c]
+        for a in range(c - 1, -1, -1):
+            s = 0.0
+            for m in range(a + 1, c + 1):
+                s += R[a, m] * Rinv[m, c]
+            Rinv[a, c] = -s / R[a, a]
+    for c in range(nk):
+        qy = _dot(Q[c], y, first, step, count)
+        for a in range(c + 1):
+            beta[idx[a]] += Rinv[a, c] * qy
+    for a in range(nk):
+        for b in range(nk):
+            s = 0.0
+            for m in range(max(a, b), nk):
+                s += Rinv[a, m] * Rinv[b, m]
+            P[idx[a], idx[b]] = s
+    return nk
+
+
+@jit(error_model="numpy")
+def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P, Px, refits=_REFITS):
+    """Recursive residuals (strucchange ``recresid``) of ``count`` compacted rows from
+    position ``first`` by ``step`` (+1 forward, -1 reversed): ``count - k`` values to
+    ``out``. Returns the number of rows of the first full-rank fit (``count + 1`` if none).
+    After it, ``refits`` exact fits every k rows renew the Sherman–Morrison state.
+
+    The products with ``P`` are taken row by row as R does: from the ill-conditioned
+    ``k``-row start ``P`` is not symmetric to working precision, and the transposed (axpy)
+    form, which vectorises, loses up to 1e-3 of a short segment's RSS there."""
+    k = X.shape[1]
+    full_at = count + 1
+    for i in range(k, count):
+        pos = first + step * i
+        r = rows[pos]
+        refit = full_at > count or (i - full_at) % k == 0 and i - full_at <= refits * k
+        if refit:
+            nk = qr_fit_in_order(X, rows, y, first, step, i, Q, R, idx, beta, P)
+            if nk == k and full_at > count:
+                full_at = i
+        out[i - k] = recursive_residual(X, r, y[pos], beta, P, Px, full_at <= count)
+    return full_at
+
+
+@jit(error_model="numpy")
+def recursive_residual(X, r, value, beta, P, Px, update):
+    """The standardised prediction error of row ``r`` of ``X`` (observed ``value``) from
+    the fit ``beta``, ``P = (X'X)^{-1}`` of the rows before it; with ``update``, the
+    Sherman–Morrison update of both by that row. Products with ``P`` row by row, as R."""
+    k = X.shape[1]
+    f = 1.0
+    pred = 0.0
+    for a in range(k):
+        s = 0.0
+        for b in range(k):
+            s += P[a, b] * X[r, b]
+        Px[a] = s
+        f += X[r, a] * s
+        pred += X[r, a] * beta[a]
+    err = value - pred
+    if update:
+        for a in range(k):
+            beta[a] += Px[a] * err / f
+        for a in range(k):
+            for b in range(k):
+                P[a, b] -= Px[a] * Px[b] / f
+    return err / math.sqrt(f)
+
+
+#: Equilibrated Cholesky pivot of a k-row Gram from the prefix sums above which the rows
+#: have full rank by R's rule for certain (R's bound is 1e-14 on this scale; the sums
+#: carry ~1e-13): the exact test by Gram–Schmidt is then skipped.
+_SURELY_FULL_PIVOT = 1e-8
+
+
+@jit()
+def _cholesky_of_sums(S, i, j, k, min_pivot, L):
+    """Cholesky factor ``L`` of the Gram of compacted rows ``i..j-1`` (the difference of
+    the prefix sums ``S``); False, unfinished, as soon as an equilibrated pivot (``1 - R^2``
+    of a column on the ones before it) falls below ``min_pivot``."""
+    for a in range(k):
+        for b in range(a + 1):
+            s = S[j, a, b] - S[i, a, b]
+            for m in range(b):
+                s -= L[a, m] * L[b, m]
+            if a == b:
+                if not s >= min_pivot * (S[j, a, a] - S[i, a, a]):
+                    return False
+                L[a, a] = math.sqrt(s)
+            else:
+                L[a, b] = s / L[b, b]
+    return True
+
+
+@jit()
+def first_rows_full_rank(X, rows, i, Q, S, L):
+    """Whether the ``k`` rows from compacted position ``i`` have full rank by R's rule:
+    at once when the Cholesky factor of their Gram from the prefix sums ``S`` is far from
+    singular, else by modified Gram–Schmidt, twice, on the columns in order."""
+    k = X.shape[1]
+    if _cholesky_of_sums(S, i, i + k, k, _SURELY_FULL_PIVOT, L):
+        return True
+    for j in range(k):
+        norm = 0.0
+        for r in range(k):
+            v = X[rows[i + r], j]
+            Q[j, r] = v
+            norm += v * v
+        for _ in range(2):
+            for c in range(j):
+                dot = 0.0
+                for r in range(k):
+                    dot += Q[c, r] * Q[j, r]
+                for r in range(k):
+                    Q[j, r] -= dot * Q[c, r]
+        rest = 0.0
+        for r in range(k):
+            rest += Q[j, r] * Q[j, r]
+        if norm == 0.0 or not math.sqrt(rest) >= LM_FIT_TOL * math.sqrt(norm):
+            return False
+        rest = math.sqrt(rest)
+        for r in range(k):
+            Q[j, r] /= rest
+    return True
+
+
+@jit()
+def _prefix_sums(X, rows, y, n, S, U, YY):
+    """Cumulative X'X (its lower triangle: all that the Cholesky factors read), X'y and
+    y'y of the compacted rows (y centred on its mean); returns the mean."""
+    k = X.shape[1]
+    mean = 0.0
+    for i in range(n):
+        mean += y[i]
+    mean /= n
+    for a in range(k):
+        U[0, a] = 0.0
+        for b in range(a + 1):
+            S[0, a, b] = 0.0
+    YY[0] = 0.0
+    for i in range(n):
+        r = rows[i]
+        v = y[i] - mean
+        for a in range(k):
+            U[i + 1, a] = U[i, a] + X[r, a] * v
+        for a in range(k):
+            xa = X[r, a]
+            for b in range(a + 1):
+                S[i + 1, a, b] = S[i, a, b] + xa * X[r, b]
+        YY[i + 1] = YY[i] + v * v
+    return mean
+
+
+@jit()
+def _inverse_from_sums(S, i, j, P, L):
+    """``P`` = the inverse Gram of compacted rows ``i..j-1`` from the prefix sums
+    (Cholesky); False if the Gram is too ill-conditioned for that
+    (:data:`_SUMS_MIN_PIVOT`)."""
+    k = P.shape[0]
+    if not _cholesky_of_sums(S, i, j, k, _SUMS_MIN_PIVOT, L):
+        return False
+    # L^{-1} into P's lower triangle, column by column
+    for c in range(k):
+        for a in range(k):
+            P[a, c] = 0.0
+        P[c, c] = 1.0 / L[c, c]
+        for a in range(c + 1, k):
+            s = 0.0
+            for m in range(c, a):
+                s -= L[a, m] * P[m, c]
+            P[a, c] = s / L[a, a]
+    # (X'X)^{-1} = L^{-T} L^{-1}, formed in L's storage, then copied symmetric into P
+    for a in range(k):
+        for b in range(a + 1):
+            s = 0.0
+            for m in range(a, k):
+                s += P[m, a] * P[m, b]
+            L[a, b] = s
+    for a in range(k):
+        for b in range(a + 1):
+            P[a, b] = L[a, b]
+            P[b, a] = L[a, b]
+    return True
+
+
+@jit()
+def _rss_from_sums(P, U, YY, i, j):
+    """RSS of the least-squares fit of compacted rows ``i..j-1`` from their inverse Gram
+    ``P`` and the prefix sums: ``y'y - (X'y)' P X'y``, one coefficient at a time."""
+    k = P.shape[0]
+    rss = YY[j] - YY[i]
+    for a in range(k):
+        s = 0.0
+        for b in range(k):
+            s += P[a, b] * (U[j, b] - U[i, b])
+        rss -= s * (U[j, a] - U[i, a])
+    return max(rss, 0.0)
+
+
+@jit()
+def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, steps, s0, record):
+    """Sherman–Morrison updates of ``P`` = (X'X)^{-1} of a growing segment over ``count``
+    compacted rows from ``first`` by ``step``; ``out[c]`` = ``total`` + the squared
+    recursive residuals of the rows so far (the RSS of the growing segment). Forwards
+    (``step = 1``) the segment starts at row ``fixed``, backwards (``step = -1``) it ends
+    at row ``fixed - 1``. A row's prediction comes from the segment's sums, not from
+    updated coefficients: ``x' beta = (P x)' X'y`` with ``X'y`` the difference of the
+    prefix sums ``U`` (y centred on ``mean``), so that the rows' predictions do not
+    depend on each other (:func:`replay_partitions` computes them all at once). For a
+    well-conditioned start (``h >= 3k`` rows): the products with the symmetric ``P`` in
+    the transposed (axpy) form, which the compiler vectorises. With ``record``, each
+    row's ``P x`` and ``1 / f`` (which depend on the rows only) go to ``steps[s0 + c]``."""
+    k = X.shape[1]
+    if k == 8:
+        _update_8(X, rows, y, mean, U, fixed, first, step, count, total, P, out, steps, s0, record)
+        return
+    for c in range(count):
+        pos = first + step * c
+        lo, hi = (fixed, pos) if step > 0 else (pos + 1, fixed)
+        r = rows[pos]
+        for a in range(k):
+            Px[a] = 0.0
+        for b in range(k):
+            xb = X[r, b]
+            for a in range(k):
+                Px[a] += P[b, a] * xb
+        f = 1.0
+        for a in range(k):
+            f += X[r, a] * Px[a]
+        inv_f = 1.0 / f
+        if record:
+            for a in range(k):
+                steps[s0 + c, a] = Px[a]
+            steps[s0 + c, k] = inv_f
+        pred = 0.0
+        for a in range(k):
+            pred += Px[a] * (U[hi, a] - U[lo, a])
+        err = (y[pos] - mean) - pred
+        total += err * (err * inv_f)
+        out[c] = total
+        for a in range(k):
+            pa = Px[a] * inv_f
+            for b in range(k):
+                P[a, b] -= pa * Px[b]
+
+
+@jit()
+def _update_8(X, rows, y, mean, U, fixed, first, step, count, total, P, out, steps, s0, record):
+    """:func:`_update` for eight regressors (the default trend and three harmonics), the
+    same operations in the same order (the same bits), ``P x`` in locals: with the loops
+    over k written out and no stores to an array that ``P`` might alias, the compiler
+    keeps them in registers (about a third faster)."""
+    for c in range(count):
+        pos = first + step * c
+        lo, hi = (fixed, pos) if step > 0 else (pos + 1, fixed)
+        x = X[rows[pos]]
+        p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = 0.0
+        for b in range(8):
+            xb = x[b]
+            Pb = P[b]
+            p0 += Pb[0] * xb
+            p1 += Pb[1] * xb
+            p2 += Pb[2] * xb
+            p3 += Pb[3] * xb
+            p4 += Pb[4] * xb
+            p5 += Pb[5] * xb
+            p6 += Pb[6] * xb
+            p7 += Pb[7] * xb
+        px = (p0, p1, p2, p3, p4, p5, p6, p7)
+        f = 1.0
+        for a in range(8):
+            f += x[a] * px[a]
+        inv_f = 1.0 / f
+        if record:
+            for a in range(8):
+                steps[s0 + c, a] = px[a]
+            steps[s0 + c, 8] = inv_f
+        pred = 0.0
+        for a in range(8):
+            pred += px[a] * (U[hi, a] - U[lo, a])
+        err = (y[pos] - mean) - pred
+        total += err * (err * inv_f)
+        out[c] = total
+        for a in range(8):
+            pa = px[a] * inv_f
+            Pa = P[a]
+            Pa[0] -= pa * p0
+            Pa[1] -= pa * p1
+            Pa[2] -= pa * p2
+            Pa[3] -= pa * p3
+            Pa[4] -= pa * p4
+            Pa[5] -= pa * p5
+            Pa[6] -= pa * p6
+            Pa[7] -= pa * p7
+
+
+#: Kinds of a segment start in a :func:`triangle_memo`: R's recursion, a fit from the
+#: prefix sums then updates, no segment.
+_START_RECURSION, _START_SUMS, _START_NONE = 0, 1, 2
+#: Largest memo of recorded update steps per thread (bytes); longer series go without.
+MEMO_MAX_BYTES = 48 << 20
+
+
+def memo_chunks(n_pixels: int, block: int) -> int:
+    """Chunks (of consecutive blocks of ``block`` pixels) for a kernel that keeps a
+    :func:`triangle_memo` per chunk: few, so that a memo serves many pixels."""
+    return min(-(-n_pixels // block), 2 * numba.get_num_threads())
+
+
+@jit()
+def triangle_memo(n_times, k):
+    """Scratch for :func:`optimal_partitions` that lets pixels with the same compacted rows
+    (valid dates), ``n`` and ``h`` as the previous one share everything of their
+    triangles that depends on the rows only: each start's kind and inverse Gram, and
+    every update step's ``P x`` and ``1 / f``. One per thread; empty (never used) for series
+    whose steps would take more than :data:`MEMO_MAX_BYTES`. Also the per-thread scratch
+    of one pixel: the RSS of its last segments, and a replay's for one lane."""
+    capacity = n_times * (n_times + 1) // 2 + n_times
+    last = np.empty((n_times, 1))
+    if capacity * (k + 1) * 8 > MEMO_MAX_BYTES:
+        n_times = capacity = 0
+    key = np.full(3, -1, dtype=np.int64)  # the last pixel's n and h, whether recorded
+    return (np.empty(n_times, dtype=np.int64), key, np.empty((n_times + 1, k, k)),
+            np.empty(n_times + 1, dtype=np.int64), np.empty((capacity, k + 1)), last, replay_scratch(n_times, k, 1))
+
+
+@jit()
+def memo_holds_room(memo, n):
+    """Whether ``memo`` can record the rows-only part of the segments of ``n`` rows."""
+    return memo[0].shape[0] >= n and memo[4].shape[0] >= n * (n + 1) // 2 + n
+
+
+@jit()
+def memo_recorded(memo, rows, n, h):
+    """Whether ``memo`` holds the rows-only part of all the segments of these rows, ``n``
+    and ``h``."""
+    return _same_rows(memo, rows, n, h) and memo[1][2] == 1
+
+
+@jit()
+def same_rows(a, b, n):
+    """Whether two pixels' compacted rows (valid dates) agree in their first ``n``."""
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+@jit()
+def _same_rows(memo, rows, n, h):
+    """Whether the previous pixel had these compacted rows, ``n`` and ``h``."""
+    memo_rows, key = memo[0], memo[1]
+    return key[0] == n and key[1] == h and memo_rows.shape[0] >= n and same_rows(memo_rows, rows, n)
+
+
+@jit()
+def programme_start(best, arg, M, n, lane, lanes):
+    """Empty programmes (:func:`optimal_partitions`) for ``m = 0..M`` breaks and ends
+    ``0..n-1`` of lanes ``lane..lane+lanes-1``."""
+    for m in range(M + 1):
+        for e in range(n):
+            for g in range(lane, lane + lanes):
+                best[m, e, g] = np.inf
+                arg[m, e, g] = -1
+
+
+@jit()
+def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
+    """Segments of rows ``i..first_end + c`` (RSS ``values[c, g]``, ``c < count``)
+    offered to the programmes of lanes ``lane + g`` (``g < G``): those of at least ``h``
+    rows that end where a programme can use them (before row ``n - h``, or at the last
+    row); each as the first segment (``i = 0``) or as the last of a partition with ``m``
+    breaks whose other segments end at row ``i - 1`` (every ``m`` that leaves them ``h``
+    rows each). Strict ``<``: the earliest break wins ties, as starts come in order."""
+    lo = max(first_end, i + h - 1) - first_end
+    hi = min(first_end + count, n - h) - first_end
+    to_last = first_end + count == n and n - 1 >= i + h - 1
+    if i == 0:
+        for c in range(lo, hi):
+            for g in range(G):
+                best[0, first_end + c, lane + g] = values[c, g]
+        if to_last:
+            for g in range(G):
+                best[0, n - 1, lane + g] = values[count - 1, g]
+        return
+    hi = max(hi, lo)
+    if G == 1:  # one pixel: no lane slices
+        for m in range(1, min(M, i // h) + 1):
+            prev = best[m - 1, i - 1, lane]
+            for c in range(lo, hi + 1 if to_last else hi):
+                e = first_end + c if c < hi else n - 1
+                total = prev + values[c if c < hi else count - 1, 0]
+                if total < best[m, e, lane]:
+                    best[m, e, lane] = total
+                    arg[m, e, lane] = i - 1
+        return
+    for m in range(1, min(M, i // h) + 1):
+        prev = best[m - 1, i - 1, lane:lane + G]
+        for c in range(lo, hi + 1 if to_last else hi):
+            e = first_end + c if c < hi else n - 1
+            value = values[c] if c < hi else values[count - 1]
+            held = best[m, e, lane:lane + G]
+            at = arg[m, e, lane:lane + G]
+            for g in range(G):
+                total = prev[g] + value[g]
+                if total < held[g]:
+                    held[g] = total
+                    at[g] = i - 1
+
+
+@jit()
+def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
+                       force_record=False):
+    """Bai–Perron dynamic programme of one pixel for ``m = 0..M`` breaks into lane
+    ``lane`` of ``best``/``arg`` (``(M + 1, T, lanes)``): ``best[m, e]`` the least RSS of
+    rows ``0..e`` in ``m + 1`` segments of at least ``h`` rows, ``arg[m, e]`` the last row
+    of its m-th segment (the earliest on ties), for the ends that can matter
+    (``e <= n - h - 1`` and ``e = n - 1``). ``best[m, n - 1]`` is the RSS of the best
+    m-break partition, summed segment by segment as R re-sums it.
+
+    The segments' RSS (R's triangle: the segments the programme can use, starts 0 and
+    ``h..n-h``) is computed start after start and offered to the programme as it comes,
+    never stored. Where the first ``k`` rows of a segment have full rank (R's rule), its
+    RSS is least squares: the first ``h`` rows are then fitted at once from prefix sums of
+    X'X and X'y (``S``, ``U``, ``YY``), when their Gram is well conditioned (unlike the
+    ``k``-row start of a recursion), and every further row is a Sherman–Morrison update
+    (:func:`_update`). Each start runs only to row ``n-h-1``: the RSS of every last
+    segment ``i..n-1`` comes from one pass backwards from a fit of the last ``h`` rows
+    (least squares does not depend on the order of the rows). Starts whose first rows are
+    rank deficient or whose first ``h`` rows are ill-conditioned or few (``h < 3k``) take
+    R's recursion with its restricted residuals (:func:`recursive_residuals`), to the end.
+
+    ``memo`` (:func:`triangle_memo`): pixels in a row with the same rows, ``n`` and ``h``
+    (a cloud-free stack, pixels under the same clouds) share the kinds of start, inverse
+    Grams and update steps, which depend on the rows only: the second records them, the
+    others replay them, bit for bit the same segments at O(k) instead of O(k^2) per
+    update (:func:`replay_partitions`); in BFAST Lite the first of a group of such pixels
+    records (``force_record``: record whatever came before) and the group replays."""
+    k = X.shape[1]
+    memo_rows, key, memo_P, kinds, steps, last, one_lane = memo
+    same = _same_rows(memo, rows, n, h)
+    if same and key[2] == 1:  # recorded: a group of one
+        replay_partitions(X, rows, y.reshape((1, y.shape[0])), np.zeros(1, dtype=np.int64), n, h, M, best, arg,
+                          lane, memo, one_lane, beta, P, Px, Q, R, idx, w)
+        return
+    # recorded for the second pixel in a row with these rows: a pixel whose valid dates
+    # are its own (random gaps) costs the memo only the comparison and a copy of its rows
+    record = (same or force_record) and memo_holds_room(memo, n)
+    if not same and memo_rows.shape[0] >= n:
+        for i in range(n):
+            memo_rows[i] = rows[i]
+        key[0] = n
+        key[1] = h
+        key[2] = 0
+    programme_start(best, arg, M, n, lane, 1)
+    mean = _prefix_sums(X, rows, y, n, S, U, YY)
+    sums = h >= _SUMS_MIN_ROWS * k
+    at = 0  # next update step of the memo
+    # every choice below depends on the rows only (a replay takes the same ones)
+    back = sums and _inverse_from_sums(S, n - h, n, P, R)
+    if record:
+        kinds[n] = _START_SUMS if back else _START_RECURSION
+        if back:
+            memo_P[n, :, :] = P
+    # last[i]: the RSS of the last segment i..n-1
+    if back:  # the last segments, from one pass backwards
+        last[n - h, 0] = _rss_from_sums(P, U, YY, n - h, n)
+        _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h, 0], P, Px, w, steps, at, record)
+        at += n - h
+        for c in range(n - h):
+            last[n - h - 1 - c, 0] = w[c]
+    stop = (n - h) if back else n
+    row = w.reshape((w.shape[0], 1))
+    for i in range(n - h + 1):
+        if 0 < i < h:
+            continue  # no segment but the first starts before row h
+        last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
+        kind = _START_RECURSION
+        if sums and first_rows_full_rank(X, rows, i, Q, S, R):
+            if last_only and back:
+                kind = _START_NONE
+            elif _inverse_from_sums(S, i, i + h, P, R):
+                kind = _START_SUMS
+                if record:
+                    memo_P[i, :, :] = P
+        if record:
+            kinds[i] = kind
+        if kind == _START_RECURSION:
+            _forward(X, rows, y, i, n - i, w, Q, R, idx, beta, P, Px)
+            _programme_row(best, arg, M, n, h, lane, 1, i, i + k, row, n - i - k)
+            continue
+        if kind == _START_SUMS:
+            w[0] = _rss_from_sums(P, U, YY, i, i + h)
+            _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
+            at += stop - i - h
+            _programme_row(best, arg, M, n, h, lane, 1, i, i + h - 1, row, stop - i - h + 1)
+        if back:
+            _programme_row(best, arg, M, n, h, lane, 1, i, n - 1, last[i:], 1)
+    if record:
+        key[2] = 1  # complete: the next pixel with these rows replays it
+
+
+@jit()
+def _forward(X, rows, y, i, count, w, Q, R, idx, beta, P, Px):
+    """R's RSS of rows ``i..i+j`` for ``j = k..count-1`` (its recursion) into
+    ``w[j - k]``."""
+    k = X.shape[1]
+    recursive_residuals(X, rows, y, i, 1, count, w, Q, R, idx, beta, P, Px)
+    total = 0.0
+    for c in range(count - k):
+        total += w[c] * w[c]
+        w[c] = total
+
+
+@jit()
+def replay_scratch(n_times, k, lanes):
+    """Scratch of :func:`replay_partitions` for up to ``lanes`` pixels of ``n_times``
+    dates: prefix sums X'y ``(T + 1, k, lanes)`` and y'y, centred values, means, the RSS
+    of one start's segments and of the last segments ``(T, lanes)``, and the sums of a
+    segment ``(k, lanes)``. The means take ``2 * lanes``: their second half is a
+    segment's gain in :func:`_rss_from_sums_lanes`."""
+    return (np.empty((n_times + 1, k, lanes)), np.empty((n_times + 1, lanes)), np.empty((n_times, lanes)),
+            np.empty(2 * lanes), np.empty((n_times, lanes)), np.empty((n_times, lanes)), np.empty((k, lanes)))
+
+
+@jit()
+def _prefix_sums_lanes(X, rows, Y, group, n, U, YY, centred, mean):
+    """:func:`_prefix_sums` (without the Gram) of the pixels ``group`` (rows of ``Y``),
+    the pixels as lanes (``U[i, a, g]``, ``YY[i, g]``), in the same order of operations;
+    also each pixel's centred values ``centred[pos, g]``."""
+    k = X.shape[1]
+    G = group.shape[0]
+    for g in range(G):
+        mean[g] = 0.0
+    for pos in range(n):
+        for g in range(G):
+            centred[pos, g] = Y[group[g], pos]
+            mean[g] += centred[pos, g]
+    for g in range(G):
+        mean[g] /= n
+        YY[0, g] = 0.0
+    for a in range(k):
+        for g in range(G):
+            U[0, a, g] = 0.0
+    for pos in range(n):
+        r = rows[pos]
+        for g in range(G):
+            centred[pos, g] -= mean[g]
+            YY[pos + 1, g] = YY[pos, g] + centred[pos, g] * centred[pos, g]
+        for a in range(k):
+            xa = X[r, a]
+            for g in range(G):
+                U[pos + 1, a, g] = U[pos, a, g] + xa * centred[pos, g]
+
+
+@jit()
+def _rss_from_sums_lanes(P, U, YY, i, j, G, diff, gain, out):
+    """The RSS of :func:`_rss_from_sums` of rows ``i..j-1`` for every lane at
+    once into ``out[:G]``, in its order of operations (the same bits). Scratch:
+    ``diff`` ``(k, G)``, ``gain`` ``(G,)``."""
+    k = P.shape[0]
+    for a in range(k):
+        for g in range(G):
+            diff[a, g] = U[j, a, g] - U[i, a, g]
+    for g in range(G):
+        out[g] = YY[j, g] - YY[i, g]
+    for a in range(k):
+        for g in range(G):
+            gain[g] = 0.0
+        for b in range(k):
+            pab = P[a, b]
+            for g in range(G):
+                gain[g] += pab * diff[b, g]
+        for g in range(G):
+            out[g] -= gain[g] * diff[a, g]
+    for g in range(G):
+        out[g] = max(out[g], 0.0)
+
+
+@jit()
+def _replay_rows(steps, s0, count, first, step, fixed, U, centred, base, out, G, k):
+    """The recorded updates ``s0..s0+count-1`` of :func:`_update` (rows ``first`` by
+    ``step``, the segment's fixed end ``fixed``) for every lane at once:
+    ``out[c, g]`` = ``base[g]`` + the squared recursive residuals so far. Each row's
+    prediction is ``(P x)' X'y`` from the recorded ``P x`` and the lane's prefix sums,
+    independent of the other rows, in :func:`_update`'s order of operations (the same
+    bits)."""
+    for c in range(count):
+        pos = first + step * c
+        lo, hi = (fixed, pos) if step > 0 else (pos + 1, fixed)
+        for g in range(G):
+            out[c, g] = 0.0
+        for a in range(k):
+            pa = steps[s0 + c, a]
+            for g in range(G):
+                out[c, g] += pa * (U[hi, a, g] - U[lo, a, g])
+    for c in range(count):
+        pos = first + step * c
+        inv_f = steps[s0 + c, k]
+        before = base if c == 0 else out[c - 1]
+        for g in range(G):
+            err = centred[pos, g] - out[c, g]
+            out[c, g] = before[g] + err * (err * inv_f)
+
+
+@jit()
+def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch, beta, P, Px, Q, R, idx, w):
+    """:func:`optimal_partitions` of the pixels ``group`` (rows of ``Y``; programmes in
+    lanes ``lane + g``) that share the compacted ``rows``, ``n`` and ``h`` recorded in
+    ``memo``: the recorded update steps replayed for all of them at once, the pixels as
+    SIMD lanes, each row's prediction independent of the others (:func:`_replay_rows`),
+    and each start's segments offered to all their programmes at once; bit for bit each
+    pixel's own. ``scratch``: :func:`replay_scratch` for at least ``len(group)`` lanes."""
+    k = X.shape[1]
+    G = group.shape[0]
+    _, _, memo_P, kinds, steps, _, _ = memo
+    U, YY, centred, mean, seg, last, diff = scratch
+    gain = mean[G:]  # the means are needed only for the prefix sums
+    programme_start(best, arg, M, n, lane, G)
+    _prefix_sums_lanes(X, rows, Y, group, n, U, YY, centred, mean)
+    at = 0
+    back = kinds[n] == _START_SUMS
+    if back:  # the last segments, from one pass backwards: seg[c] the one from row n-h-1-c
+        _rss_from_sums_lanes(memo_P[n], U, YY, n - h, n, G, diff, gain, last[n - h])
+        _replay_rows(steps, at, n - h, n - h - 1, -1, n, U, centred, last[n - h], seg, G, k)
+        for c in range(n - h):
+            for g in range(G):
+                last[n - h - 1 - c, g] = seg[c, g]
+        at += n - h
+    stop = (n - h) if back else n
+    for i in range(n - h + 1):
+        if 0 < i < h:
+            continue
+        if kinds[i] == _START_RECURSION:
+            for g in range(G):
+                _forward(X, rows, Y[group[g]], i, n - i, w, Q, R, idx, beta, P, Px)
+                _programme_row(best, arg, M, n, h, lane + g, 1, i, i + k, w.reshape((w.shape[0], 1)), n - i - k)
+            continue
+        if kinds[i] == _START_SUMS:
+            _rss_from_sums_lanes(memo_P[i], U, YY, i, i + h, G, diff, gain, seg[0])
+            _replay_rows(steps, at, stop - i - h, i + h, 1, i, U, centred, seg[0], seg[1:], G, k)
+            at += stop - i - h
+            _programme_row(best, arg, M, n, h, lane, G, i, i + h - 1, seg, stop - i - h + 1)
+        if back:
+            _programme_row(best, arg, M, n, h, lane, G, i, n - 1, last[i:], 1)
+
+
+@jit()
+def breaks_of(arg, m, n, out, lane=0):
+    """The ``m`` breakpoints of the best ``m``-break partition (programme ``lane``) into
+    ``out[:m]``."""
+    if m == 0:
+        return
+    out[m - 1] = arg[m, n - 1, lane]
+    for level in range(m - 1, 0, -1):
+        out[level - 1] = arg[level, out[level], lane]
+
+
+@jit()
+def minus_2_loglik(rss_m, n):
+    return n * (math.log(rss_m) + 1.0 - math.log(n) + math.log(2.0 * math.pi))

@@ -1,0 +1,71 @@
+"""Least squares for the cpu kernels (numba) that fit one pixel at a time: the normal
+equations built row by row in float64, and their solve by an equilibrated Cholesky
+factorisation that flags a numerically singular design (shared by BFAST Monitor's
+per-pixel formulation and the near-real-time fit)."""
+
+from __future__ import annotations
+
+import math
+
+from ..._jit import jit
+from .inputs import SINGULAR_PIVOT_TOL
+
+
+@jit()
+def solve_equilibrated(G, b, k, beta, work):
+    """Solve ``G beta = b`` (G symmetric positive semi-definite, k x k) by an equilibrated
+    Cholesky factorisation; return False if G is numerically singular.
+
+    The squared pivots of the unit-diagonal scaled matrix are ``1 - R^2`` of each column on
+    the previous ones; a pivot below ``SINGULAR_PIVOT_TOL`` means an aliased regressor.
+    """
+    d = work[0]
+    L = work[1:]
+    for a in range(k):
+        if G[a, a] <= 0.0:
+            return False
+        d[a] = math.sqrt(G[a, a])
+    for a in range(k):
+        for c in range(a + 1):
+            s = G[a, c] / (d[a] * d[c])
+            for m in range(c):
+                s -= L[a, m] * L[c, m]
+            if a == c:
+                if s < SINGULAR_PIVOT_TOL:
+                    return False
+                L[a, a] = math.sqrt(s)
+            else:
+                L[a, c] = s / L[c, c]
+    # forward then backward substitution on the scaled system
+    for a in range(k):
+        s = b[a] / d[a]
+        for m in range(a):
+            s -= L[a, m] * beta[m]
+        beta[a] = s / L[a, a]
+    for a in range(k - 1, -1, -1):
+        s = beta[a]
+        for m in range(a + 1, k):
+            s -= L[m, a] * beta[m]
+        beta[a] = s / L[a, a]
+    for a in range(k):
+        beta[a] /= d[a]
+    return True
+
+
+@jit()
+def add_normal_row(G, xy, X, r, v):
+    """Add row ``r`` of ``X`` (observed ``v``) to the normal equations: the lower triangle
+    of ``G = X'X`` and ``xy = X'y``."""
+    for a in range(X.shape[1]):
+        xa = X[r, a]
+        xy[a] += xa * v
+        for c in range(a + 1):
+            G[a, c] += xa * X[r, c]
+
+
+@jit()
+def mirror_lower(G):
+    """Copy the lower triangle of ``G`` to the upper one."""
+    for a in range(G.shape[0]):
+        for c in range(a + 1, G.shape[0]):
+            G[a, c] = G[c, a]

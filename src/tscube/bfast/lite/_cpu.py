@@ -1,0 +1,357 @@
+"""cpu engine of BFAST Lite: one numba kernel, parallel over blocks of pixels.
+
+Per pixel, the steps of the reference (:mod:`tscube.bfast.lite._reference`) in one
+pass with per-thread buffers: compaction of the valid observations, the optional
+OLS-MOSUM pre-test, the Bai–Perron segments' RSS and programme of
+:mod:`tscube.bfast.core.bai_perron_cpu` (shared with ``history="BP"``), the criteria, the
+segment fits (QR, R's aliasing) and the magnitudes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from ..._jit import jit
+from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
+from ..core.bai_perron_cpu import (breaks_of, memo_chunks, memo_holds_room, memo_recorded, minus_2_loglik,
+                                   optimal_partitions, qr_fit_in_order, replay_partitions, replay_scratch, same_rows,
+                                   triangle_memo)
+from ..core.inputs import PERFECT_FIT_RTOL, kernel_nodata
+from ..core.series_cpu import compact_valid, load_tile
+from .plan import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
+from .result import empty_lite_outputs
+from .status import OVERFLOW_VALUE, BfastLiteStatus
+
+_LWZ, _BIC, _RSS, _ALL, _NUMBER = range(len(SELECTIONS))
+
+#: Pixels per block (fewer where their programmes would pass 32 MiB): the widest group of
+#: pixels with the same valid dates that replays one memo at once (its lanes).
+_BLOCK = 32
+
+
+@jit()
+def _interp(x, xp, fp):
+    """np.interp for increasing ``xp``, constant beyond the ends."""
+    if x <= xp[0]:
+        return fp[0]
+    for i in range(1, xp.shape[0]):
+        if x <= xp[i]:
+            return fp[i - 1] + (fp[i] - fp[i - 1]) * (x - xp[i - 1]) / (xp[i] - xp[i - 1])
+    return fp[-1]
+
+
+@jit()
+def _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, P, e, table, table_h, table_p):
+    """R's OLS-MOSUM pre-test p-value over window ``nh`` = floor(n * fraction); NaN when the
+    model fits the series exactly (as :func:`tscube.bfast.lite._reference.pretest`)."""
+    k = X.shape[1]
+    nk = qr_fit_in_order(X, rows, y, 0, 1, n, Q, R, idx, beta, P)
+    mean = 0.0
+    rss = 0.0
+    y_scale = 0.0
+    for i in range(n):
+        v = y[i]
+        for a in range(k):
+            v -= X[rows[i], a] * beta[a]
+        e[i] = v
+        mean += v
+        rss += v * v
+        y_scale = max(y_scale, abs(y[i]))
+    if not math.sqrt(rss / (n - k)) > PERFECT_FIT_RTOL * y_scale:
+        return math.nan
+    mean /= n
+    ss = 0.0
+    for i in range(n):
+        ss += (e[i] - mean) ** 2
+    sigma = math.sqrt(ss / (n - 1)) * math.sqrt((n - 1) / (n - nk))
+    window = 0.0
+    for i in range(nh):
+        window += e[i]
+    stat = abs(window)
+    for t in range(1, n - nh + 1):
+        window += e[t + nh - 1] - e[t - 1]
+        stat = max(stat, abs(window))
+    stat /= sigma * math.sqrt(n)
+    hh = min(max(fraction, table_h[0]), table_h[-1])
+    crit = np.empty(5)
+    probs = np.empty(5)
+    crit[0], probs[0] = 0.0, 1.0
+    for c in range(4):
+        crit[c + 1] = _interp(hh, table_h, table[:, c])
+        probs[c + 1] = table_p[c]
+    return _interp(stat, crit, probs)
+
+
+@jit()
+def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level, table, table_h,
+                   table_p, p, rows, y, w, Q, R, idx, beta, Pinv, status, n_obs, h_obs, max_breaks, pretest_p):
+    """Compaction, the optional pre-test and the checks of pixel ``p`` before its
+    programme: returns the number of breaks to consider (``M``), or -1 with the pixel's
+    status set when it gets none."""
+    k = X.shape[1]
+    n = compact_valid(tile_row, T, nodata, has_nodata, rows, y)
+    n_obs[p] = n
+    if n == 0:
+        status[p] = BfastLiteStatus.ALL_MISSING
+        return -1
+    for i in range(n):
+        if abs(y[i]) > OVERFLOW_VALUE:
+            status[p] = BfastLiteStatus.OVERFLOW
+            return -1
+    fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
+    nh = int(math.floor(n * fraction))
+    if level > 0 and n > k and 1 <= nh < n:  # else R fails; the checks below flag it
+        pv = _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
+        pretest_p[p] = pv
+        if math.isnan(pv):  # an exact fit: the test is undefined
+            status[p] = BfastLiteStatus.PERFECT_FIT
+            return -1
+        if pv > level:
+            status[p] = BfastLiteStatus.STABLE_BY_PRETEST
+            return -1
+    h = int(math.floor(n * h_param)) if h_param < 1 else int(h_param)
+    h_obs[p] = h
+    if h <= k:
+        status[p] = BfastLiteStatus.SEGMENT_TOO_SHORT
+        return -1
+    if h > n // 2:
+        status[p] = BfastLiteStatus.TOO_FEW_OBSERVATIONS
+        return -1
+    M = (n + h - 1) // h - 2
+    if M == 0:
+        status[p] = BfastLiteStatus.NO_ROOM_FOR_BREAK
+        return -1
+    if selection == _NUMBER:
+        M = min(M, n_asked)
+    if max_cap > 0:
+        M = min(M, max_cap)
+    max_breaks[p] = M
+    return M
+
+
+@jit()
+def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y, n, M, best, arg, lane, Q, R, idx,
+                  beta, Pinv, breaks, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out,
+                  bic_out, lwz_out, trend_centre, trend_scale):
+    """Pixel ``p`` from its programme (lane ``lane`` of ``best``/``arg``): the criteria
+    and the choice, the exact-fit check, the segment coefficients and the magnitudes."""
+    k = X.shape[1]
+    pick = M
+    pick_value = np.inf
+    lwz_penalty = LWZ_FACTOR * math.log(n) ** LWZ_POWER
+    for m in range(M + 1):
+        total = best[m, n - 1, lane]  # the segments' RSS summed in order, as R re-sums them
+        ll = minus_2_loglik(total, n) if total > 0 else -np.inf
+        bic = ll + math.log(n) * (k + 1) * (m + 1)
+        lwz = ll + lwz_penalty * (k + 1) * (m + 1)
+        if m < rss_out.shape[0]:
+            rss_out[m, p] = total
+            bic_out[m, p] = bic
+            lwz_out[m, p] = lwz
+        value = lwz if selection == _LWZ else (bic if selection == _BIC else total)
+        if selection <= _RSS and value < pick_value:
+            pick_value = value
+            pick = m
+    if not (abs(best[0, n - 1, lane]) < np.inf and abs(best[pick, n - 1, lane]) < np.inf):
+        status[p] = BfastLiteStatus.OVERFLOW  # not expected below OVERFLOW_VALUE; no partition to follow
+        return
+    y_scale = 0.0
+    for i in range(n):
+        y_scale = max(y_scale, abs(y[i]))
+    if not math.sqrt(max(best[0, n - 1, lane], 0.0) / (n - k)) > PERFECT_FIT_RTOL * y_scale:
+        status[p] = BfastLiteStatus.PERFECT_FIT
+        return
+    m = pick
+    breaks_of(arg, m, n, breaks, lane)
+    n_breaks[p] = m
+    for l in range(m):
+        break_index[l, p] = rows[breaks[l]]
+        break_time[l, p] = time[rows[breaks[l]]]
+    start = 0
+    for s in range(m + 1):
+        end = breaks[s] if s < m else n - 1
+        nk = qr_fit_in_order(X, rows, y, start, 1, end - start + 1, Q, R, idx, beta, Pinv)
+        kept = np.zeros(k, dtype=np.bool_)
+        for a in range(nk):
+            kept[idx[a]] = True
+        slope = beta[trend_col] if trend_col >= 0 and kept[trend_col] else 0.0
+        for a in range(k):
+            coefficients[s, p, a] = beta[a] if kept[a] else np.nan
+        if trend_col >= 0:  # R's parametrisation: the raw trend, 1-based
+            coefficients[s, p, 0] = beta[0] - slope / trend_scale * trend_centre
+            if kept[trend_col]:
+                coefficients[s, p, trend_col] = slope / trend_scale
+        start = end + 1
+    if trend_col < 0:
+        return
+    wdw = int(math.floor(n * interval)) if interval < 1 else int(interval)
+    for l in range(m):
+        b = breaks[l]
+        a0 = coefficients[l, p, 0]
+        b0 = coefficients[l, p, trend_col]
+        a1 = coefficients[l + 1, p, 0]
+        b1 = coefficients[l + 1, p, trend_col]
+        before = a0 + b0 * trend_raw[rows[b]]
+        after = a1 + b1 * trend_raw[rows[b + 1]]
+        lo = max(b - wdw, 0)
+        hi = min(b + wdw, n - 1)
+        s2 = 0.0
+        sa = 0.0
+        s1 = 0.0
+        for r in range(lo, hi + 1):
+            tr = trend_raw[rows[r]]
+            d = (a1 + b1 * tr) - (a0 + b0 * tr)
+            s2 += d * d
+            sa += abs(d)
+            s1 += d
+        cnt = hi - lo + 1
+        magnitudes[l, p, 0] = before
+        magnitudes[l, p, 1] = after
+        magnitudes[l, p, 2] = after - before
+        magnitudes[l, p, 3] = math.sqrt(s2 / cnt)
+        magnitudes[l, p, 4] = sa / cnt
+        magnitudes[l, p, 5] = s1 / cnt
+
+
+
+@jit(parallel=True)
+def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
+                 max_cap, level, interval, table, table_h, table_p, block, max_m,
+                 status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
+                 magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale, n_chunks):
+    """Blocks of pixels: each pixel's preparation; then, pixels in a row with the same
+    valid dates (and so ``n`` and ``h``) as one group that records the rows-only part of
+    the segments' RSS once and replays it for all at once (:func:`replay_partitions`),
+    the group's programmes, and each pixel's outputs.
+
+    Parameters
+    ----------
+    values : (T, P), any numeric dtype
+        The cube, pixels flattened.
+    nodata : float; has_nodata : bool
+        The value marking missing data (:func:`~tscube.bfast.core.inputs.kernel_nodata`).
+    X : float64 (T, k)
+        The design (trend column centred and scaled: ``trend_centre``, ``trend_scale``).
+    trend_raw, time : float64 (T,)
+        R's 1-based trend regressor and the decimal-year time of each date.
+    trend_col : int
+        Column of the trend in ``X`` (-1: none).
+    h_param : float
+        Minimum segment size: a fraction of ``n`` (< 1) or a number of observations.
+    selection, n_asked, max_cap : int
+        How the number of breaks is chosen (an index of ``SELECTIONS``), the number asked
+        for (``"number"``), the cap on the breaks considered (0: none).
+    level : float
+        Pre-test level (0: no pre-test); ``table``, ``table_h``, ``table_p``: strucchange's
+        OLS-MOSUM table, its bandwidths and p-values.
+    interval : float
+        Window of the RMSD/MAD/MD magnitudes (a fraction of ``n``, or observations).
+    block : int
+        Pixels per block (the widest group that replays one memo).
+    max_m : int
+        The most breaks any pixel can consider (the programmes' first dimension).
+    status, n_obs, h_obs, max_breaks, n_breaks, pretest_p : arrays (P,)
+        Per-pixel outputs.
+    break_index, break_time : (B, P); magnitudes : (B, P, 6); coefficients : (B + 1, P, k)
+        Per-break and per-segment outputs.
+    rss_out, bic_out, lwz_out : (M + 1, P)
+        The criteria of the best model with m breaks.
+    trend_centre, trend_scale : float
+        How the trend column of ``X`` was centred and scaled (back to R's parametrisation).
+    n_chunks : int
+        Parallel workers, each over consecutive blocks (one triangle memo each).
+    """
+    T, P = values.shape
+    k = X.shape[1]
+    n_blocks = (P + block - 1) // block
+    for c in prange(n_chunks):  # consecutive blocks per chunk: one triangle memo for all its pixels
+        w = np.empty(T)
+        Q = np.empty((k, T))  # Gram–Schmidt columns
+        R = np.empty((k, k))
+        idx = np.empty(k, dtype=np.int64)
+        beta = np.empty(k)
+        Pinv = np.empty((k, k))
+        Px = np.empty(k)
+        S = np.empty((T + 1, k, k))
+        U = np.empty((T + 1, k))
+        YY = np.empty(T + 1)
+        scratch = replay_scratch(T, k, block)
+        breaks = np.empty(T, dtype=np.int64)
+        rows = np.empty((block, T), dtype=np.int64)
+        y = np.empty((block, T))
+        best = np.empty((max_m + 1, T, block))
+        arg = np.empty((max_m + 1, T, block), dtype=np.int64)
+        counts = np.empty(block, dtype=np.int64)
+        M = np.empty(block, dtype=np.int64)
+        group = np.empty(block, dtype=np.int64)
+        memo = triangle_memo(T, k)
+        tile = np.empty((block, T))
+        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+            p0 = ib * block
+            width = min(P, p0 + block) - p0
+            load_tile(values, p0, width, T, tile)
+            for q in range(width):
+                M[q] = _prepare_pixel(tile[q], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap,
+                                      level, table, table_h, table_p, p0 + q, rows[q], y[q], w, Q, R, idx, beta,
+                                      Pinv, status, n_obs, h_obs, max_breaks, pretest_p)
+                counts[q] = n_obs[p0 + q]
+            q = 0
+            while q < width:
+                if M[q] < 0:
+                    q += 1
+                    continue
+                n = counts[q]
+                h = h_obs[p0 + q]
+                size = 0  # the group: pixels from q on with the same rows (others between skipped)
+                e = q
+                while e < width:
+                    if M[e] >= 0:
+                        if counts[e] != n or h_obs[p0 + e] != h or not same_rows(rows[q], rows[e], n):
+                            break
+                        group[size] = e
+                        size += 1
+                    e += 1
+                first = 0  # the group's pixels from here on replay the memo
+                if not memo_recorded(memo, rows[q], n, h):
+                    shared = size > 1 and memo_holds_room(memo, n)
+                    first = 1 if shared else size
+                    for g in range(first):  # the first records the memo for the others, or each alone
+                        r = group[g]
+                        optimal_partitions(X, rows[r], y[r], n, h, M[q], best, arg, g, w, Q, R, idx, beta, Pinv, Px,
+                                           S, U, YY, memo, shared)
+                if first < size:
+                    replay_partitions(X, rows[q], y, group[first:size], n, h, M[q], best, arg, first, memo, scratch,
+                                      beta, Pinv, Px, Q, R, idx, w)
+                for g in range(size):
+                    r = group[g]
+                    _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
+                                  M[r], best, arg, g, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
+                                  break_time, magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre,
+                                  trend_scale)
+                q = e
+
+
+def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
+    """Engine entry point: ``values`` (T, P) -> the outputs of :func:`empty_lite_outputs`."""
+    _, n_pixels = values.shape
+    design = plan.design
+    out = empty_lite_outputs(n_pixels, plan.break_slots, design.k, plan.n_models)
+    nodata, has_nodata = kernel_nodata(values, plan.nodata)
+    trend_col = design.names.index("trend") if "trend" in design.names else -1
+    n_times = values.shape[0]
+    most_breaks = plan.break_slots  # the largest M of any pixel
+    # the programmes of a block: (most_breaks + 1, T) floats and ints per pixel, 32 MiB at most
+    block = max(1, min(_BLOCK, (32 << 20) // (16 * (most_breaks + 1) * n_times + 1)))
+    n_chunks = memo_chunks(n_pixels, block)
+    _lite_kernel(
+        values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
+        plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
+        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, most_breaks,
+        out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
+        out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
+        out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale, n_chunks,
+    )
+    return out

@@ -1,0 +1,67 @@
+"""What every BFAST Monitor engine receives: the validated parameters and the shared
+design, built once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...timeaxis import TimeAxis
+from ..core.design import Design
+
+#: Most regressors a model may have (every engine: the cuda solve keeps k x k in shared
+#: memory, the cpu engines' Gram k (k + 1) / 2 sums per pixel; season levels as a 64-bit mask).
+MAX_REGRESSORS = 64
+
+
+@dataclass(frozen=True)
+class MonitorPlan:
+    """Validated parameters of one ``bfast_monitor`` call, shared by all pixels.
+
+    Attributes
+    ----------
+    axis, design
+        Time axis and design matrix (``design.matrix`` is ``(T, k)``).
+    starts : ndarray (S,)
+        Monitoring starts in decimal years, in the caller's order.
+    monitor_begin : ndarray of int64 (S,)
+        For each start, the first index of the time axis at or after it.
+    history : {"all", "fixed", "ROC", "BP"}
+        How the stable history is selected; "fixed" starts it at ``history_begin``.
+    history_begin : int
+        First time index eligible for the history ("all": 0).
+    process_type : {"OLS-MOSUM", "OLS-CUSUM"}
+        Monitoring process: moving sums of ``floor(h n)`` residuals, or cumulative sums.
+    h, critval : float
+        MOSUM bandwidth (fraction of the history size) and the process's critical value.
+    level_roc, roc_lambda : float
+        Significance of the ROC test and its boundary level (always alpha = 0.05, as R).
+    nodata : float or None
+        Value marking missing data (in addition to NaN; inf is also missing).
+    return_process : bool
+        Also return the monitoring process and boundary on the time axis.
+    """
+
+    axis: TimeAxis
+    design: Design
+    starts: np.ndarray
+    monitor_begin: np.ndarray
+    history: str
+    history_begin: int
+    process_type: str
+    h: float
+    critval: float
+    level_roc: float
+    roc_lambda: float
+    nodata: float | None
+    return_process: bool
+
+    @property
+    def n_starts(self) -> int:
+        return self.starts.shape[0]
+
+    @property
+    def cusum(self) -> bool:
+        """The monitoring process is OLS-CUSUM (else OLS-MOSUM)."""
+        return self.process_type == "OLS-CUSUM"
