@@ -62,3 +62,62 @@ def test_a_shared_helper_compiles_with_its_own_flags_whatever_calls_it_first(tmp
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
 
+
+def test_a_cache_is_stale_when_a_module_it_imports_changes(tmp_path):
+    """A kernel reads a constant of another module; after that module changes (and the
+    kernel's own does not), the next process compiles the kernel again and sees the new
+    value. numba's own locator keeps the cache and the old value (the control: the test
+    can tell the two apart)."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "consts.py").write_text("K = 1\n")
+    (package / "kern.py").write_text(textwrap.dedent("""
+        from tscube._jit import jit
+
+        from .consts import K
+
+
+        @jit()
+        def value():
+            return K
+    """))
+    script = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+
+        import tscube._jit as j
+
+        j.PACKAGE_DIR = Path({str(package)!r}).resolve()
+        if sys.argv[1] == "numba":
+            j.CacheImpl._locator_classes.remove(j.ImportStampLocator)
+        sys.path.insert(0, {str(tmp_path)!r})
+        from pkg.kern import value
+
+        print(value())
+    """)
+
+    def run(locator: str, cache: Path) -> str:
+        env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+        return subprocess.run([sys.executable, "-c", script, locator], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    outputs = {}
+    for locator in ("tscube", "numba"):
+        (package / "consts.py").write_text("K = 1\n")
+        first = run(locator, tmp_path / f"cache-{locator}")
+        (package / "consts.py").write_text("K = 2\n")
+        outputs[locator] = (first, run(locator, tmp_path / f"cache-{locator}"))
+    assert outputs == {"tscube": ("1", "2"), "numba": ("1", "1")}
+
+
+def test_the_stamp_of_a_kernel_module_covers_the_helpers_it_compiles_in():
+    """The near-real-time kernels inline the normal-equation helpers and the boundary of
+    other modules: their files are part of the stamp of the kernels' cache."""
+    from pathlib import Path
+
+    from tscube._jit import PACKAGE_DIR, _dependencies
+
+    files = {str(path.relative_to(PACKAGE_DIR)) for path in _dependencies(PACKAGE_DIR / "bfast" / "nrt" / "_cpu.py")}
+    assert {"bfast/nrt/_cpu.py", "bfast/core/ols_cpu.py", "bfast/monitor/critval.py", "_jit.py", "config.py"} <= files
+    assert not any(Path(name).name in ("_xarray.py", "api.py") for name in files)  # not the whole package

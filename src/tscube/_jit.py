@@ -1,6 +1,6 @@
 """The numba decorator of every CPU kernel and helper: ``numba.njit`` with ``cache=True``
 and both flags that a callee would otherwise inherit, ``fastmath`` and ``error_model``,
-always set.
+always set; and the stamp of its cache, which covers the modules a kernel compiles in.
 
 numba compiles a function that leaves one of these flags unset with the value of the
 jitted caller that compiles it first (``Flags.inherit_if_not_set``), then keeps that
@@ -14,14 +14,37 @@ cache holds. ``tests/test_jit_flags.py`` checks every kernel of the package.
 
 Functions with ``inline="always"`` are inlined into the caller's numba IR before typing
 and compiled with the caller's flags; their own flags only apply when Python calls them.
+
+A cached kernel holds the machine code of every jitted function it calls and the values
+of the module constants it reads, wherever they are defined; numba checks a cache
+against the kernel's own source file only, so a kernel whose module was unchanged ran
+the old code of a helper, or an old constant, from another module that had changed.
+:class:`ImportStampLocator` stamps the caches of tscube's kernels with the contents of
+their module *and* of every tscube module it imports at module level, transitively: any
+change to what a kernel can compile in makes numba compile it again.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import os
+from functools import lru_cache
+from pathlib import Path
+
 from numba import njit
+from numba.core import caching
+from numba.core.caching import _CacheLocator
+
+#: numba's cache implementation, whose list of locators :class:`ImportStampLocator` joins
+#: (``_CacheImpl`` before numba 0.58).
+CacheImpl = getattr(caching, "CacheImpl", None) or getattr(caching, "_CacheImpl")
 
 #: ``fastmath`` that allows only fused multiply-adds (``a * b + c`` in one rounding)
 CONTRACT = {"contract"}
+
+#: The package whose kernels' caches :class:`ImportStampLocator` stamps.
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: bool = True, **options):
@@ -29,3 +52,106 @@ def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: boo
     the defaults are numba's own for a function called from Python (IEEE rounding of each
     operation, ``ZeroDivisionError`` on a division by zero)."""
     return njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of the tscube module ``name`` (dotted, relative to the package), if any."""
+    base = PACKAGE_DIR.joinpath(*name.split(".")) if name else PACKAGE_DIR
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@lru_cache(maxsize=None)
+def _imported_files(path: Path) -> tuple[Path, ...]:
+    """The files of the tscube modules that the module at ``path`` imports at module level
+    (``from . import x`` counts ``x`` when it is a module)."""
+    package = list(path.relative_to(PACKAGE_DIR).with_suffix("").parts[:-1])  # an __init__'s is its own
+    found = []
+    for node in ast.parse(path.read_bytes()).body:  # module level only: what kernels can reach
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module == "tscube" or (node.module or "").startswith("tscube."):
+                target = node.module[len("tscube."):] if "." in node.module else ""
+            else:
+                continue
+            for alias in node.names:
+                found.append(_module_file(f"{target}.{alias.name}".strip(".")) or _module_file(target))
+        elif isinstance(node, ast.Import):
+            found += [_module_file(alias.name[len("tscube."):]) for alias in node.names
+                      if alias.name.startswith("tscube.")]
+    return tuple(sorted({file for file in found if file is not None and file != path}))
+
+
+@lru_cache(maxsize=None)
+def _dependencies(path: Path) -> tuple[Path, ...]:
+    """``path`` and every tscube module file it imports at module level, transitively."""
+    seen = {path}
+    stack = [path]
+    while stack:
+        for file in _imported_files(stack.pop()):
+            if file not in seen:
+                seen.add(file)
+                stack.append(file)
+    return tuple(sorted(seen))
+
+
+@lru_cache(maxsize=None)
+def _content_digest(path: Path, mtime_ns: int, size: int) -> bytes:
+    """sha256 of the file (``mtime_ns`` and ``size`` key the memo: a changed file is read again)."""
+    return hashlib.sha256(path.read_bytes()).digest()
+
+
+def import_stamp(py_file: str) -> str:
+    """A digest of the contents of ``py_file`` and of the tscube modules it imports, transitively."""
+    digest = hashlib.sha256()
+    for file in _dependencies(Path(py_file).resolve()):
+        stat = file.stat()
+        digest.update(str(file.relative_to(PACKAGE_DIR)).encode())
+        digest.update(_content_digest(file, stat.st_mtime_ns, stat.st_size))
+    return digest.hexdigest()
+
+
+class ImportStampLocator(_CacheLocator):
+    """The cache locator of tscube's kernels: where and under which name numba's own
+    locator keeps a kernel's cache, with a source stamp that also covers the modules the
+    kernel's module imports (:func:`import_stamp`). Functions outside tscube are left to
+    numba's locators."""
+
+    def __init__(self, inner: _CacheLocator, py_file: str):
+        self._inner = inner
+        self._py_file = py_file
+
+    def ensure_cache_path(self):
+        self._inner.ensure_cache_path()
+
+    def get_cache_path(self):
+        return self._inner.get_cache_path()
+
+    def get_disambiguator(self):
+        return self._inner.get_disambiguator()
+
+    def get_source_stamp(self):
+        return self._inner.get_source_stamp(), import_stamp(self._py_file)
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        try:
+            inside = Path(py_file).resolve().is_relative_to(PACKAGE_DIR) and os.path.isfile(py_file)
+        except (OSError, ValueError):
+            inside = False
+        if not inside:
+            return None
+        for other in CacheImpl._locator_classes:
+            if other is not cls:
+                inner = other.from_function(py_func, py_file)
+                if inner is not None:
+                    return cls(inner, py_file)
+        return None
+
+
+if ImportStampLocator not in CacheImpl._locator_classes:
+    CacheImpl._locator_classes.insert(0, ImportStampLocator)
