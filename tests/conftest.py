@@ -10,10 +10,12 @@ if not os.environ.get("TSCUBE_TEST_REAL_CUDA"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 import json
+import lzma
 import sys
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import pytest
@@ -74,33 +76,37 @@ def _critval_simulations(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("TSCUBE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "critval-cache"))
 
 
-#: The project's shared folder (papers, SPECs, R fixtures), next to the repository.
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-BFAST_FIXTURES = SHARED / "fixtures" / "r_bfastmonitor"
-
-requires_shared = pytest.mark.skipif(not BFAST_FIXTURES.exists(), reason="../shared fixtures not available")
+#: The R reference outputs and the MODIS cube the tests compare against: copies of the files
+#: they read from the project's ../shared, made by fixtures/refresh.py (tests/README.md).
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.exists():
-        pytest.skip("../shared not available")
-    return SHARED
+def open_fixture(name: str) -> TextIO:
+    """A fixture file opened as text, by its path under ``fixtures/`` (``"r_stlplus/inputs.csv"``):
+    the file itself, or the ``.xz`` copy that refresh.py keeps of a large one, decompressed."""
+    path = FIXTURES / name
+    if path.exists():
+        return path.open(encoding="utf-8")
+    return lzma.open(path.with_name(path.name + ".xz"), "rt", encoding="utf-8")
+
+
+def read_fixture_text(name: str) -> str:
+    """The whole text of a fixture file (:func:`open_fixture`)."""
+    with open_fixture(name) as file:
+        return file.read()
 
 
 @lru_cache(maxsize=1)
 def bfast_cases() -> list[dict]:
-    """The R bfastmonitor reference cases (empty when ../shared is absent)."""
-    path = BFAST_FIXTURES / "bfastmonitor_cases.json"
-    if not path.exists():
-        return []
-    return json.loads(path.read_text())["cases"]
+    """The R bfastmonitor reference cases."""
+    return json.loads(read_fixture_text("r_bfastmonitor/bfastmonitor_cases.json"))["cases"]
 
 
 @lru_cache(maxsize=None)
 def bfast_series(name: str) -> tuple[np.ndarray, np.ndarray, int]:
     """(values, decimal-year times, frequency) of a fixture series, as R saw it."""
-    table = np.genfromtxt(BFAST_FIXTURES / "series" / f"{name}.csv", delimiter=",", names=True)
+    with open_fixture(f"r_bfastmonitor/series/{name}.csv") as file:
+        table = np.genfromtxt(file, delimiter=",", names=True)
     freq = {"ndvi": 24}.get(name, 23)
     return table["value"], table["time"], freq
 
@@ -132,7 +138,6 @@ def bfast_case_kwargs(case: dict) -> dict:
     )
 
 
-EXT_FIXTURES = SHARED / "fixtures" / "r_bfastmonitor_ext"
 #: R formula of the extended fixtures -> (order, trend, season)
 EXT_FORMULAS = {
     "trend+harmon": (3, True, False),
@@ -144,9 +149,8 @@ EXT_FORMULAS = {
 
 @lru_cache(maxsize=1)
 def ext_cases() -> list[dict]:
-    """The R bfastmonitor cases beyond the default model (empty when ../shared is absent)."""
-    path = EXT_FIXTURES / "cases.json"
-    return json.loads(path.read_text())["cases"] if path.exists() else []
+    """The R bfastmonitor cases beyond the default model."""
+    return json.loads(read_fixture_text("r_bfastmonitor_ext/cases.json"))["cases"]
 
 
 def ext_kwargs(case: dict) -> dict:

@@ -16,16 +16,13 @@ from tscube.bfast.monitor.critval import (SUPPORTED_END, SUPPORTED_H, _table, br
                                   cusum_critical_value, mosum_sample, quantile_standard_error,
                                   simulate_mosum_statistic, simulated_critical_value)
 
-from conftest import SHARED
-
-EXT_CASES = SHARED / "fixtures" / "r_bfastmonitor_ext" / "cases.json"
+from conftest import read_fixture_text
 
 
-@pytest.mark.skipif(not EXT_CASES.exists(), reason="../shared fixtures not available")
 def test_cusum_critical_values_equal_r():
     """R's optimize() result for every level of the fixtures, to the last bit
     (SPEC-bfastmonitor-ext 2.3: the exact root is up to 4e-8 away)."""
-    cases = json.loads(EXT_CASES.read_text())["cases"]
+    cases = json.loads(read_fixture_text("r_bfastmonitor_ext/cases.json"))["cases"]
     by_level = {c["level"]: c["critval"] for c in cases if c["type"] == "OLS-CUSUM"}
     assert set(by_level) == {0.1, 0.05, 0.01, 0.001}
     for level, r_value in by_level.items():

@@ -11,16 +11,12 @@ import pytest
 from tscube import BfastLiteStatus, bfast_lite
 from tscube.bfast.core.design import season_contrasts
 
-from conftest import SHARED, bfast_series
-
-LITE_FIXTURES = SHARED / "fixtures" / "r_bfastlite"
-requires_lite = pytest.mark.skipif(not LITE_FIXTURES.exists(), reason="../shared bfastlite fixtures not available")
+from conftest import bfast_series, open_fixture, read_fixture_text
 
 
 @lru_cache(maxsize=1)
 def lite_cases() -> list[dict]:
-    path = LITE_FIXTURES / "cases.json"
-    return json.loads(path.read_text())["cases"] if path.exists() else []
+    return json.loads(read_fixture_text("r_bfastlite/cases.json"))["cases"]
 
 
 def _case_kwargs(case: dict) -> dict:
@@ -93,13 +89,11 @@ def _cases(predicate):
     return pytest.mark.parametrize("case", cases, ids=[c["id"] for c in cases])
 
 
-@requires_lite
 @_cases(lambda c: True)
 def test_cpu_matches_r(case):
     _assert_matches_r(bfast_lite(**_case_kwargs(case), engine="cpu"), case)
 
 
-@requires_lite
 @_cases(lambda c: "season" not in c["formula"] or (c["series"] == "som_b" and c["group"] == "grid" and c["h"] == 0.15))
 def test_reference_matches_r(case):
     """Every case but the seasonal-dummy ones on long or gappy series (the reference
@@ -108,11 +102,11 @@ def test_reference_matches_r(case):
     _assert_matches_r(bfast_lite(**_case_kwargs(case), engine="reference"), case)
 
 
-@requires_lite
 def test_season_contrasts_span_rs_contr_poly():
     """R's contr.poly: equal to ours to 1e-9 but in the last columns, which R loses to
     rounding; still orthonormal and spanning the same space."""
-    table = np.genfromtxt(LITE_FIXTURES / "season_contrasts.csv", delimiter=",", names=True, dtype=None, encoding=None)
+    with open_fixture("r_bfastlite/season_contrasts.csv") as file:
+        table = np.genfromtxt(file, delimiter=",", names=True, dtype=None, encoding=None)
     for freq in (23, 24):
         rows = table[table["freq"] == freq]
         columns = list(dict.fromkeys(rows["column"]))

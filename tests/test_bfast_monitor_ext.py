@@ -1,5 +1,5 @@
 """BFAST Monitor beyond the default model equals R: season dummies and OLS-CUSUM
-(``../shared/fixtures/r_bfastmonitor_ext``), on the reference and cpu engines; R's RE/ME
+(``fixtures/r_bfastmonitor_ext``), on the reference and cpu engines; R's RE/ME
 types, which tscube does not implement, are refused with a clear error."""
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ import pytest
 
 from tscube import bfast_monitor
 
-from conftest import EXT_FIXTURES, assert_bfast_matches_r, ext_cases, ext_kwargs
-
-pytestmark = pytest.mark.skipif(not EXT_FIXTURES.exists(), reason="../shared fixtures not available")
+from conftest import assert_bfast_matches_r, ext_cases, ext_kwargs
 
 
 def _cases(predicate):

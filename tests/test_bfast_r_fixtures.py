@@ -9,9 +9,7 @@ from tscube import BfastStatus, bfast_monitor, config
 from tscube.bfast.monitor._reference import log_plus
 from tscube.bfast.monitor.critval import MIN_TAIL_PATHS, simulated_critical_value
 
-from conftest import assert_bfast_matches_r, bfast_case_kwargs, bfast_cases, requires_shared
-
-pytestmark = requires_shared
+from conftest import assert_bfast_matches_r, bfast_case_kwargs, bfast_cases
 
 ENGINE = "reference"
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,9 +18,10 @@ from tscube.bfast import bfast_monitor  # noqa: E402
 from tscube.cli import app  # noqa: E402
 from tscube.stl import stl  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-MODIS = SHARED / "data" / "modisraster.tif"
-MODIS_DATES = SHARED / "data" / "modisraster_dates.csv"
+from conftest import FIXTURES  # noqa: E402
+
+MODIS = FIXTURES / "data" / "modisraster.tif"
+MODIS_DATES = FIXTURES / "data" / "modisraster_dates.csv"
 
 CRS = "EPSG:32633"
 TRANSFORM = from_origin(500_000.0, 4_000_000.0, 30.0, 30.0)
@@ -78,7 +77,6 @@ def assert_geotiff_equals(path, expected: dict, crs, transform):
                                       err_msg=name)
 
 
-@pytest.mark.skipif(not MODIS.exists(), reason="../shared/data/modisraster.tif not available")
 def test_monitor_modisraster(tmp_path):
     out = tmp_path / "breaks.tif"
     result = tscube("monitor", MODIS, "--start", "2010-01-01", "--freq", 23, "-o", out, "--engine", ENGINE,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,10 +18,10 @@ from tscube.bfast.monitor import OUTPUT_DTYPES  # noqa: E402
 from tscube.io import CubeError, date_from_name, open_cube, read_dates, write_result  # noqa: E402
 from tscube.xr import bfast_monitor_xarray  # noqa: E402
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-MODIS = SHARED / "data" / "modisraster.tif"
-MODIS_DATES = SHARED / "data" / "modisraster_dates.csv"
-requires_modis = pytest.mark.skipif(not MODIS.exists(), reason="../shared/data/modisraster.tif not available")
+from conftest import FIXTURES  # noqa: E402
+
+MODIS = FIXTURES / "data" / "modisraster.tif"
+MODIS_DATES = FIXTURES / "data" / "modisraster_dates.csv"
 
 CRS = "EPSG:32633"
 TRANSFORM = from_origin(500_000.0, 4_000_000.0, 30.0, 30.0)
@@ -240,7 +238,6 @@ def _undated_folder(d, raw):
     return folder
 
 
-@requires_modis
 def test_modisraster_dates_and_values():
     table = pd.read_csv(MODIS_DATES)
     da = open_cube(MODIS)  # dates from the band names X2000.02.18, ...

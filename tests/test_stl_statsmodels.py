@@ -12,15 +12,16 @@ from statsmodels.tsa.stl._stl import STL
 
 from tscube.stl import stl
 
-from conftest import BFAST_FIXTURES, requires_shared
+from conftest import open_fixture, read_fixture_text
 
 RTOL = 1e-6  # relative to max|y|, as the issue asks; we observe ~1e-13
 
 
 @lru_cache(maxsize=1)
 def _r_stl():
-    cases = json.loads((BFAST_FIXTURES / "stl_cases.json").read_text())["cases"]
-    components = pd.read_csv(BFAST_FIXTURES / "stl_components.csv")
+    cases = json.loads(read_fixture_text("r_bfastmonitor/stl_cases.json"))["cases"]
+    with open_fixture("r_bfastmonitor/stl_components.csv") as file:
+        components = pd.read_csv(file)
     return {c["id"]: c for c in cases}, {k: g.sort_values("i") for k, g in components.groupby("case_id")}
 
 
@@ -60,10 +61,7 @@ def _random_series(n, period, seed):
 
 
 def _grid_inputs():
-    inputs = [("random", 12, 0), ("random", 7, 1)]
-    if BFAST_FIXTURES.exists():
-        inputs += [("nottem", None, None), ("log_UKgas", None, None)]
-    return inputs
+    return [("random", 12, 0), ("random", 7, 1), ("nottem", None, None), ("log_UKgas", None, None)]
 
 
 @pytest.mark.parametrize("source,period,seed", _grid_inputs())
@@ -98,13 +96,10 @@ def test_reference_equals_statsmodels(kw):
 
 
 def _r_case_ids():
-    if not BFAST_FIXTURES.exists():
-        return []
     cases, _ = _r_stl()
     return sorted(cases)
 
 
-@requires_shared
 @pytest.mark.parametrize("case_id", _r_case_ids())
 def test_cpu_reproduces_r_stl(case_id):
     cases, components = _r_stl()
@@ -125,7 +120,6 @@ def test_cpu_reproduces_r_stl(case_id):
     np.testing.assert_allclose(res.weights, comp["weights"], rtol=0, atol=1e-8)
 
 
-@requires_shared
 def test_reference_reproduces_r_stl_nonrobust():
     cases, components = _r_stl()
     case_id = "nottem__s.window=7__robust=FALSE"

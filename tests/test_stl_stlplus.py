@@ -10,19 +10,20 @@ import pytest
 
 from tscube.stl import StlStatus, stl
 
-from conftest import SHARED
+from conftest import open_fixture
 
-FIXTURES = SHARED / "fixtures" / "r_stlplus"
-requires_stlplus = pytest.mark.skipif(not FIXTURES.exists(), reason="stlplus fixtures not available")
 TOL = 1e-9  # x max|y| for the components; absolute for the weights
 
 
 @lru_cache(maxsize=1)
 def _fixtures():
-    cases = pd.read_csv(FIXTURES / "cases.csv")
-    inputs = {k: g.sort_values("i")["value"].to_numpy(float)
-              for k, g in pd.read_csv(FIXTURES / "inputs.csv").groupby("input_id")}
-    components = {k: g.sort_values("i") for k, g in pd.read_csv(FIXTURES / "components.csv").groupby("case")}
+    with open_fixture("r_stlplus/cases.csv") as file:
+        cases = pd.read_csv(file)
+    with open_fixture("r_stlplus/inputs.csv") as file:
+        inputs = {k: g.sort_values("i")["value"].to_numpy(float)
+                  for k, g in pd.read_csv(file).groupby("input_id")}
+    with open_fixture("r_stlplus/components.csv") as file:
+        components = {k: g.sort_values("i") for k, g in pd.read_csv(file).groupby("case")}
     return cases, inputs, components
 
 
@@ -68,12 +69,9 @@ def _check(case, engine):
 
 
 def _case_list():
-    if not FIXTURES.exists():
-        return []
     return [row for _, row in _fixtures()[0].iterrows()]
 
 
-@requires_stlplus
 def test_cpu_reproduces_every_stlplus_case():
     cases = _case_list()
     assert len(cases) == 144
@@ -87,7 +85,6 @@ REFERENCE_SAMPLE = ["co2.rand10.s7d0.a", "nottem.rand30.s13d1.b", "ndvi.rand10.p
                     "ndvi.rand30.s7d1.b", "nottem.none.s13d1.d"]
 
 
-@requires_stlplus
 @pytest.mark.parametrize("case_id", REFERENCE_SAMPLE)
 def test_reference_reproduces_stlplus_sample(case_id):
     cases = _fixtures()[0]

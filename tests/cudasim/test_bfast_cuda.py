@@ -328,7 +328,6 @@ R_EXT_CASES = (
 )
 
 
-@_root.requires_shared
 @pytest.mark.parametrize("case_id", R_CASES + R_EXT_CASES)
 def test_cuda_equals_reference_on_r_fixture_series(case_id):
     """R's series, the default model and (last three) season dummies and OLS-CUSUM: the
