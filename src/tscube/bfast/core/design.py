@@ -3,7 +3,9 @@ or ``response ~ trend + season``)."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from importlib.resources import files
 
 import numpy as np
 
@@ -40,9 +42,12 @@ class Design:
     @property
     def season_mask(self) -> int:
         """Bit mask of every season level (``2**freq - 1``), 0 without season dummies: a
-        history fits the dummies only if it holds every level (else R aliases the highest
-        contrasts; a level count decides that exactly, where a Gram pivot of 24 columns
-        can fall either side of a tolerance)."""
+        history fits the dummies only if it holds every level. R's contrast columns are
+        orthonormal over the levels, so a history holding every level has full rank by a
+        wide margin, and one missing a level is rank deficient by one: R aliases a
+        contrast and predicts NA (``tests/test_season_contrasts.py`` checks both on R's
+        values for every freq). A level count decides that exactly, where a Gram pivot of
+        24 columns can fall either side of a tolerance."""
         return (1 << self.n_season_levels) - 1
 
     def kernel_levels(self) -> tuple[np.ndarray, int]:
@@ -66,25 +71,47 @@ class Design:
         return beta
 
 
-def season_contrasts(freq: int) -> np.ndarray:
-    """R's ``contr.poly(freq)``: the orthonormal polynomials of degree 1..freq-1 in the
-    level number 1..freq, ``(freq, freq - 1)``, each column summing to zero.
+#: Frequencies whose season dummies tscube can code: R's ``contr.poly(f)`` values ship with
+#: the package for f = 2..64 (R refuses f = 1, a factor of one level, and f > 95; BFAST
+#: Monitor's engines take at most 64 regressors).
+MAX_SEASON_FREQ = 64
 
-    Computed by Gram–Schmidt with reorthogonalisation on the centred levels (exact to
-    ~1e-15). R builds them by a QR of the raw powers, which loses the last two or three
-    columns at freq >= 23 (errors up to 0.1); they still span the same space, so fits,
-    residuals and breakpoints agree, and intercept and trend agree wherever a segment
-    holds every level (see docs/bfast_lite.md).
+
+def season_contrasts(freq: int) -> np.ndarray:
+    """R's ``contr.poly(freq)``, bit for bit: the ``(freq, freq - 1)`` coding of the ordered
+    season factor that R's ``model.matrix`` puts in the ``season`` columns (read-only).
+
+    R builds them by a QR of the raw powers of the level numbers (``contr.poly``'s
+    ``make.poly``), which keeps them orthonormal and summing to zero but, from degree 21 on
+    (``freq >= 23``), far from the orthonormal polynomials they stand for (up to 0.89 at
+    ``freq = 23``). At full rank any coding spans the same space; where a fit is rank
+    deficient (a history or a segment missing some cycle positions) R's pivoting drops the
+    *last* columns, and what the kept columns predict for a missing level (ROC's and
+    Bai–Perron's recursive residuals) and their intercept and trend (BFAST Lite's
+    coefficients and magnitudes) follow R's exact numbers. So tscube uses R's: R 4.2.2's
+    values for every ``freq`` in 2..:data:`MAX_SEASON_FREQ`, shipped as
+    ``tscube/data/contr_poly.npz`` (written from ``tests/fixtures/r_contr_poly`` by
+    ``python tests/test_season_contrasts.py``, which also checks them bit for bit).
     """
-    x = np.arange(1, freq + 1) - (freq + 1) / 2.0
-    basis = np.empty((freq, freq))
-    basis[:, 0] = 1.0 / np.sqrt(freq)
-    for j in range(1, freq):
-        v = x * basis[:, j - 1]
-        for _ in range(2):  # twice is enough (Kahan): orthogonal to working precision
-            v -= basis[:, :j] @ (basis[:, :j].T @ v)
-        basis[:, j] = v / np.linalg.norm(v)
-    return basis[:, 1:]
+    freq = int(freq)
+    if not 2 <= freq <= MAX_SEASON_FREQ:
+        raise ValueError(
+            f"season dummies need 2 <= freq <= {MAX_SEASON_FREQ} (R's contr.poly values ship with tscube "
+            f"for those), got freq = {freq}: aggregate the series to a coarser grid, or use harmonics"
+        )
+    return _contr_poly(freq)
+
+
+@functools.lru_cache(maxsize=None)
+def _contr_poly(freq: int) -> np.ndarray:
+    with files("tscube").joinpath(CONTR_POLY_FILE).open("rb") as file, np.load(file) as archive:
+        values = np.ascontiguousarray(archive[f"f{freq}"], dtype=np.float64)
+    values.setflags(write=False)
+    return values
+
+
+#: R's ``contr.poly`` values, a float64 array ``f<freq>`` per frequency (package data).
+CONTR_POLY_FILE = "data/contr_poly.npz"
 
 
 def season_names(freq: int) -> list[str]:
@@ -99,6 +126,13 @@ def season_cycle(axis: TimeAxis) -> np.ndarray:
     return (first + axis.slot) % axis.freq
 
 
+def n_regressors(freq: int, order: int, trend: bool, season: bool = False) -> int:
+    """Columns of :func:`build_design`'s matrix, without building it."""
+    order = min(int(freq), int(order))
+    harmonics = 2 * order - (1 if order > 0 and 2 * order == freq else 0)
+    return 1 + int(bool(trend)) + harmonics + (int(freq) - 1 if season else 0)
+
+
 def build_design(axis: TimeAxis, order: int, trend: bool, season: bool = False) -> Design:
     """Build the design for ``response ~ [trend +] [harmon | season]``.
 
@@ -106,12 +140,14 @@ def build_design(axis: TimeAxis, order: int, trend: bool, season: bool = False) 
     ``sin(2πjt)`` of the decimal-year time ``t``; when ``2 * order == freq`` the last
     sine column (identically ~0) is dropped. ``order=0`` gives no harmonic columns
     (R's ``response ~ trend``). ``season=True`` adds R's seasonal dummies, an ordered
-    factor of the cycle coded by :func:`season_contrasts` (``freq - 1`` columns; R's
-    ``cut(cycle(y), freq)``, whose levels are the cycles for a series of a year or more).
-    Harmonics and dummies together are collinear, so ``season`` requires ``order=0``.
+    factor of the cycle coded by :func:`season_contrasts` (``freq - 1`` columns holding R's
+    own values; R's ``cut(cycle(y), freq)``, whose levels are the cycles for a series of a
+    year or more; ``freq`` in 2..:data:`MAX_SEASON_FREQ`). Harmonics and dummies together
+    are collinear, so ``season`` requires ``order=0``.
     """
     if season and order > 0:
         raise ValueError("season dummies and harmonics are collinear: use season=True with order=0")
+    contrasts = season_contrasts(axis.freq) if season else None
     order = min(int(axis.freq), int(order))
     t = axis.time
     columns = [np.ones_like(t)]
@@ -139,7 +175,7 @@ def build_design(axis: TimeAxis, order: int, trend: bool, season: bool = False) 
     level = None
     if season:
         level = season_cycle(axis).astype(np.int64)
-        columns += list(season_contrasts(axis.freq)[level].T)
+        columns += list(contrasts[level].T)
         names += season_names(axis.freq)
     matrix = np.ascontiguousarray(np.stack(columns, axis=1), dtype=np.float64)
     return Design(matrix=matrix, names=tuple(names), order=order, trend_centre=centre, trend_scale=scale,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ...engines import load, register, resolve
 from ...timeaxis import TIME_TOL, build_time_axis, format_when, to_decimal_year
-from ..core.design import build_design
+from ..core.design import build_design, n_regressors
 from ..core.inputs import as_time_first, check_nodata, check_order
 from .critval import check_process_type, critical_value
 from .history import HISTORY_METHODS, ROC_LAMBDA_05
@@ -88,12 +88,13 @@ def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = Tru
             raise ValueError(f"history {format_when(history)} must lie before every monitoring start")
     history_begin = 0 if history_time is None else int(np.searchsorted(axis.time, history_time - TIME_TOL))
 
-    design = build_design(axis, order, bool(trend), bool(season))
-    if design.k > MAX_REGRESSORS:
+    k = n_regressors(axis.freq, order, bool(trend), bool(season))
+    if k > MAX_REGRESSORS:
         raise ValueError(
-            f"the model has {design.k} regressors ({'season dummies' if season else 'harmonics'} at freq = {axis.freq}); "
+            f"the model has {k} regressors ({'season dummies' if season else 'harmonics'} at freq = {axis.freq}); "
             f"at most {MAX_REGRESSORS} are supported: aggregate the series to a coarser grid"
         )
+    design = build_design(axis, order, bool(trend), bool(season))
     plan = MonitorPlan(
         axis=axis,
         design=design,
