@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 
 from tscube import bfast_monitor
+from tscube.bfast.core.design import build_design
+from tscube.bfast.nrt.state import fit_state
+from tscube.timeaxis import build_time_axis
 
 from conftest import assert_bfast_matches_r, ext_cases, ext_kwargs
 
@@ -35,6 +38,19 @@ def test_matches_r(case, engine):
     assert case["status"] == "ok"
     result = bfast_monitor(**ext_kwargs(case), return_process=True, engine=engine)
     _assert_matches_r(result, case)
+
+
+@_cases(lambda c: c["type"] in ("OLS-CUSUM", "OLS-MOSUM") and "season" in c["formula"])
+def test_history_coefficients_match_r(case):
+    """The history fit's coefficients (the near-real-time state's, in R's parametrisation)
+    are R's, the seasonal ones included: the season columns hold R's contr.poly values."""
+    kwargs = ext_kwargs(case)
+    data, dates = kwargs.pop("data"), kwargs.pop("dates")
+    state, model = fit_state(data[:, None], dates, kwargs.pop("start"), engine="cpu", **kwargs)
+    assert model["regressors"] == case["coef_names"]
+    design = build_design(build_time_axis(dates, kwargs["freq"]), 0, model["trend"], season=True)
+    ours = design.r_coefficients(state["coefficients"][:, 0])
+    np.testing.assert_allclose(ours, case["coefficients"], rtol=1e-7, atol=1e-12)
 
 
 @_cases(lambda c: c["type"] in ("RE", "ME"))
