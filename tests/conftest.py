@@ -97,6 +97,44 @@ def read_fixture_text(name: str) -> str:
 
 
 @lru_cache(maxsize=1)
+def modis_pixels() -> tuple[np.ndarray, np.ndarray]:
+    """The 25 pixels of bfast's example MODIS NDVI cube (``data/modisraster.tif``, 275
+    16-day dates 2000-2012, no gaps) as NDVI ``(275, 25)`` float64, and their decimal years
+    (freq 23)."""
+    rasterio = pytest.importorskip("rasterio")
+    with rasterio.open(FIXTURES / "data" / "modisraster.tif") as source:
+        values = source.read().reshape(source.count, -1).astype(np.float64) / 10_000
+    with open_fixture("data/modisraster_dates.csv") as file:
+        times = np.genfromtxt(file, delimiter=",", names=True, dtype=None, encoding=None)["time"]
+    return values, times.astype(np.float64)
+
+
+#: Gap patterns of :func:`gappy_modis`.
+GAP_PATTERNS = ("random 20 %", "a missing year", "sparse monitoring")
+
+
+def gappy_modis(pattern: str, seed: int = 0, monitor_from: float = 2009.0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`modis_pixels` with one of the :data:`GAP_PATTERNS` cut out, per pixel: 20 % of
+    the dates at random; one whole year of 2003..2007 and 5 % at random; 60 % of the
+    dates from ``monitor_from`` on and 10 % before. Histories and segments then miss
+    cycle positions: fits with season dummies start rank deficient."""
+    values, times = modis_pixels()
+    data = values.copy()
+    rng = np.random.default_rng(seed)
+    if pattern == "random 20 %":
+        gone = rng.random(data.shape) < 0.2
+    elif pattern == "a missing year":
+        year = rng.integers(2003, 2008, data.shape[1])
+        gone = (np.floor(times)[:, None] == year) | (rng.random(data.shape) < 0.05)
+    elif pattern == "sparse monitoring":
+        gone = rng.random(data.shape) < np.where(times >= monitor_from, 0.6, 0.1)[:, None]
+    else:
+        raise ValueError(pattern)
+    data[gone] = np.nan
+    return data, times
+
+
+@lru_cache(maxsize=1)
 def bfast_cases() -> list[dict]:
     """The R bfastmonitor reference cases."""
     return json.loads(read_fixture_text("r_bfastmonitor/bfastmonitor_cases.json"))["cases"]
