@@ -11,6 +11,8 @@ from tscube.bfast.monitor import OUTPUT_DTYPES, BfastStatus
 from tscube.datasets import make_cube
 from tscube.timeaxis import build_time_axis
 
+from conftest import GAP_PATTERNS, gappy_modis
+
 #: Float outputs and what their tolerance scales with (data units, process units, 1 for ratios).
 _SCALES = {"magnitude": "data", "sigma": "data", "rmse": "data", "statistic": "process", "mosum_mean": "process",
            "relative_magnitude": "ratio"}
@@ -150,6 +152,20 @@ def test_season_dummies_updates_equal_full_run(process):
     assert_equal_to_full_run(monitor.result(), full, data, rtol=1e-12)
     assert full.status[0, 0] == BfastStatus.SINGULAR_DESIGN
     assert np.count_nonzero(full.status == BfastStatus.OK) > 20
+
+
+@pytest.mark.parametrize("pattern", GAP_PATTERNS)
+def test_season_dummies_on_gappy_roc_histories_updates_equal_full_run(pattern):
+    """Season dummies and ROC on gappy MODIS pixels (reversed candidates starting rank
+    deficient, some histories missing a cycle position): the state's fit and updates
+    equal the full run."""
+    data, dates = gappy_modis(pattern, seed=1)
+    kwargs = dict(freq=23, order=0, season=True, history="ROC", engine="cpu")
+    full = bfast_monitor(data, dates, 2009.0, **kwargs)
+    fit_until = int(np.searchsorted(dates, 2009.5))
+    monitor, _ = _split_runs(data, dates, 2009.0, fit_until, 3, **kwargs)
+    assert_equal_to_full_run(monitor.result(), full, data, rtol=1e-12)
+    assert np.count_nonzero(full.has_break) >= 10
 
 
 def test_flagged_history_without_monitoring_data():

@@ -134,6 +134,22 @@ def test_cuda_extended_models_equal_reference(model, process):
         assert got.status[1] == BfastStatus.SINGULAR_DESIGN
 
 
+@pytest.mark.parametrize("pattern", ["random 20 %", "sparse monitoring"])
+def test_cuda_season_dummies_on_gappy_histories(pattern):
+    """Season dummies and ROC on gappy MODIS pixels (conftest's ``gappy_modis``): reversed
+    history candidates that start rank deficient, so R's contrast values decide the
+    history; three histories that miss a cycle position (SINGULAR_DESIGN)."""
+    data, times = _root.gappy_modis(pattern, seed=1)
+    cube = np.ascontiguousarray(data[:, [0, 1, 2, 5, 8, 22, 23, 24]])
+    kwargs = dict(dates=times, start=2009.0, freq=FREQ, order=0, season=True, history="ROC",
+                  type="OLS-CUSUM" if pattern == "sparse monitoring" else "OLS-MOSUM", return_process=True)
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert_same_as_cpu_engines(got, cube, process=True, **kwargs)
+    assert np.count_nonzero(got.break_index >= 0) >= 3
+    if pattern == "random 20 %":
+        assert np.count_nonzero(got.status == BfastStatus.SINGULAR_DESIGN) == 3
+
+
 def test_cuda_chunks_and_streams_give_the_same_result(monkeypatch):
     """A budget of a few pixels per chunk: several chunks over the two buffer sets."""
     cube = make_cube(48, 10, 0.5, seed=7)
@@ -324,13 +340,14 @@ R_CASES = (
 R_EXT_CASES = (
     "som_a_trend+season_OLS-CUSUM_ROC_h0.25_l0.05_e10",
     "ndvi_season_OLS-MOSUM_all_h0.5_l0.01_e10",
+    "ndvi_trend+season_OLS-CUSUM_ROC_h0.25_l0.05_e10",  # ROC on rank-deficient prefixes
     "harvest_trend+harmon_OLS-CUSUM_all_h0.25_l0.001_e10",
 )
 
 
 @pytest.mark.parametrize("case_id", R_CASES + R_EXT_CASES)
 def test_cuda_equals_reference_on_r_fixture_series(case_id):
-    """R's series, the default model and (last three) season dummies and OLS-CUSUM: the
+    """R's series, the default model and (last four) season dummies and OLS-CUSUM: the
     cuda engine equals the reference and gives R's history, break and process."""
     if case_id in R_EXT_CASES:
         case = next(c for c in _root.ext_cases() if c["id"] == case_id)
