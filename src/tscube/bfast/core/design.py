@@ -83,12 +83,13 @@ def season_contrasts(freq: int) -> np.ndarray:
 
     R builds them by a QR of the raw powers of the level numbers (``contr.poly``'s
     ``make.poly``), which keeps them orthonormal and summing to zero but, from degree 21 on
-    (``freq >= 23``), far from the orthonormal polynomials they stand for (up to 0.89 at
-    ``freq = 23``). At full rank any coding spans the same space; where a fit is rank
-    deficient (a history or a segment missing some cycle positions) R's pivoting drops the
-    *last* columns, and what the kept columns predict for a missing level (ROC's and
-    Bai–Perron's recursive residuals) and their intercept and trend (BFAST Lite's
-    coefficients and magnitudes) follow R's exact numbers. So tscube uses R's: R 4.2.2's
+    (``freq >= 23``), far from the orthonormal polynomials they stand for (at ``freq = 23``
+    the degree-21 column is turned around, 0.89 from the polynomial, and the last two are
+    0.11 and 0.12 away even turned back). At full rank any coding spans the same space;
+    where a fit is rank deficient (a history or a segment missing some cycle positions)
+    R's pivoting drops the *last* columns, and what the kept columns predict for a missing
+    level (ROC's and Bai–Perron's recursive residuals) and the intercept they give (BFAST
+    Lite's coefficients and magnitudes) follow R's exact numbers. So tscube uses R's: R 4.2.2's
     values for every ``freq`` in 2..:data:`MAX_SEASON_FREQ`, shipped as
     ``tscube/data/contr_poly.npz`` (written from ``tests/fixtures/r_contr_poly`` by
     ``python tests/test_season_contrasts.py``, which also checks them bit for bit).
@@ -102,16 +103,16 @@ def season_contrasts(freq: int) -> np.ndarray:
     return _contr_poly(freq)
 
 
+#: R's ``contr.poly`` values, a float64 array ``f<freq>`` per frequency (package data).
+CONTR_POLY_FILE = "data/contr_poly.npz"
+
+
 @functools.lru_cache(maxsize=None)
 def _contr_poly(freq: int) -> np.ndarray:
     with files("tscube").joinpath(CONTR_POLY_FILE).open("rb") as file, np.load(file) as archive:
         values = np.ascontiguousarray(archive[f"f{freq}"], dtype=np.float64)
     values.setflags(write=False)
     return values
-
-
-#: R's ``contr.poly`` values, a float64 array ``f<freq>`` per frequency (package data).
-CONTR_POLY_FILE = "data/contr_poly.npz"
 
 
 def season_names(freq: int) -> list[str]:
