@@ -100,7 +100,7 @@ def test_date_from_name():
     assert date_from_name("A2020032", "A%Y%j") == pd.Timestamp("2020-02-01")
     assert date_from_name("x_2020-06_b", r"(?P<date>\d{4}-\d{2})") == pd.Timestamp("2020-06-01")
     assert date_from_name("no date here") is None
-    with pytest.raises(CubeError, match="not a date"):
+    with pytest.raises(CubeError, match="cannot parse '2020-13-99' as a date"):
         date_from_name("ndvi_20201399")
 
 

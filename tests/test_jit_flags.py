@@ -10,6 +10,7 @@ import pkgutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from numba.core.registry import CPUDispatcher
 
@@ -114,8 +115,6 @@ def test_a_cache_is_stale_when_a_module_it_imports_changes(tmp_path):
 def test_the_stamp_of_a_kernel_module_covers_the_helpers_it_compiles_in():
     """The near-real-time kernels inline the normal-equation helpers and the boundary of
     other modules: their files are part of the stamp of the kernels' cache."""
-    from pathlib import Path
-
     from tscube._jit import PACKAGE_DIR, _dependencies
 
     files = {str(path.relative_to(PACKAGE_DIR)) for path in _dependencies(PACKAGE_DIR / "bfast" / "nrt" / "_cpu.py")}

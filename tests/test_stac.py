@@ -440,7 +440,8 @@ BAD_STAC = {
 def test_bad_stac_input_one_error_line_and_no_output(s2, broken, served, tmp_path, case):
     options, which, message = BAD_STAC[case]
     (tmp_path / "other.json").write_text('{"type": "Something"}')
-    sources = {"good": s2.path, "file": tmp_path, "absent-url": served[0].replace("catalog.json", "absent.json"),
+    (tmp_path / "scenes").mkdir()
+    sources = {"good": s2.path, "file": tmp_path / "scenes", "absent-url": served[0].replace("catalog.json", "absent.json"),
                "not-stac": tmp_path / "other.json"}
     source = sources.get(which) or broken[which]
     out = tmp_path / "out.tif"

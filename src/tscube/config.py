@@ -50,6 +50,17 @@ _DEFAULTS = dict(
     CRITVAL_PATHS=100_000,
     CRITVAL_SEED=20241124,
     CRITVAL_CACHE_DIR=None,
+    # network reads (STAC catalogs and their assets, tscube.stac): seconds to connect and
+    # seconds any one read may wait for data before the run fails with an error naming the
+    # URL (a frozen server never hangs a run); CLI --timeout.
+    HTTP_TIMEOUT=60.0,
+    # times a failed read of an asset over http(s) is tried again (GDAL_HTTP_MAX_RETRY; a
+    # frozen server ends a run after about (HTTP_RETRIES + 1) x HTTP_TIMEOUT seconds).
+    HTTP_RETRIES=3,
+    # assets or child documents of a STAC catalog read over http(s) that are local files
+    # (file:// or paths) are refused unless this is True: a catalog from the web does not
+    # get to read the local disk.
+    STAC_LOCAL_HREFS_FROM_WEB=False,
 )
 
 globals().update(_DEFAULTS)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .io import check_complete
+
 #: Colour of pixels whose status is not OK (missing, flagged) and of pixels without a break.
 FLAGGED_GREY = "0.45"
 
@@ -55,6 +57,7 @@ def read_result(path):
         raise FileNotFoundError(f"result {str(path)!r} does not exist")
     suffix = path.suffix.lower()
     if suffix == ".zarr" or path.is_dir():
+        check_complete(path)
         return xr.open_zarr(path, decode_coords="all").load()
     if suffix in (".nc", ".nc4", ".netcdf"):
         with xr.open_dataset(path, decode_coords="all") as ds:
@@ -90,8 +93,28 @@ def function_of(result) -> str:
         return "bfast_monitor"
     raise ValueError("result is neither a BFAST Monitor nor an STL result (no break_time or trend_slope variable)")
 
+def n_starts(result) -> int:
+    """How many monitoring starts a result holds (1 for a single start): its ``start`` dim,
+    or, read back from a GeoTIFF, its ``status_start0``, ``status_start1``, ... bands."""
+    if hasattr(result, "data_vars"):
+        if "start" in result.dims:
+            return int(result.sizes["start"])
+        if "status" not in result and "status_start0" in result:
+            return sum(1 for name in result.data_vars if str(name).startswith("status_start"))
+        return 1
+    status = np.asarray(getattr(result, "status"))
+    return int(status.shape[0]) if status.ndim == 3 else 1
+
+
 def result_map(result, name: str, start_index: int) -> np.ndarray:
-    """The 2-D map ``name`` of ``result`` (first/selected start of a multi-start result)."""
+    """The 2-D map ``name`` of ``result`` (first/selected start of a multi-start result; a
+    start that the result does not hold is refused)."""
+    count = n_starts(result)
+    if not 0 <= start_index < count:
+        raise ValueError(f"start index {start_index} is not in the result, which holds "
+                         f"{'one monitoring start (index 0)' if count == 1 else f'{count} starts (0 to {count - 1})'}")
+    if hasattr(result, "data_vars") and name not in result and f"{name}_start{start_index}" in result:
+        name = f"{name}_start{start_index}"  # a multi-start result read back from a GeoTIFF
     value = result[name] if hasattr(result, "data_vars") else getattr(result, name)
     if hasattr(value, "dims"):
         if "start" in value.dims:

@@ -28,10 +28,13 @@ import numpy as np
 import pandas as pd
 
 from .stac import StacError, is_stac_source, open_stac  # STAC catalogs (tscube[stac]), re-exported here
+from .timeaxis import parse_date
 from .xarray_blocks import BYTES_PER_VALUE, pixel_block_shape
 
 __all__ = [
     "CubeError",
+    "RunIncomplete",
+    "check_complete",
     "DEFAULT_DATE_PATTERN",
     "StacError",
     "date_from_name",
@@ -61,6 +64,52 @@ _DATE_TAGS = ("TIFFTAG_DATETIME", "ACQUISITION_DATE", "acquisition_date", "DATE"
 
 class CubeError(ValueError):
     """An input cannot be read as a dated cube (missing dates, mismatched grids, ...)."""
+
+
+#: Name of the record a resumable run (:func:`tscube.runs.run_chunked`) keeps inside the
+#: store it writes.
+RECORD_NAME = "_tscube_run.json"
+#: Store attribute: 0 while a run is writing the store, 1 once every chunk is in.
+COMPLETE_ATTR = "tscube_complete"
+#: ``status`` of the pixels of the chunks a run has not written yet: the fill value of the
+#: store's ``status`` array, so that readers that look only at the data see them too.
+NOT_COMPUTED = -1
+
+
+
+class RunIncomplete(ValueError):
+    """A result store holds an unfinished run: some of its pixels are not computed."""
+
+
+def check_complete(path) -> None:
+    """Refuse to read a result store (``.zarr``) that a run has not finished: its pixels of
+    unwritten chunks hold nothing (``status`` :data:`NOT_COMPUTED`). Files that no tscube
+    run wrote, and ``.tif``/``.nc`` outputs (assembled only at the end), pass."""
+    path = Path(path)
+    if not path.is_dir():
+        return
+    record = _read_json_file(path / RECORD_NAME)
+    done = None
+    if isinstance(record, dict) and "finished" in record and not record.get("complete"):
+        grid = record.get("grid") or {}
+        total = int(np.prod([len(c) for c in grid.get("chunks", [])], dtype=np.int64)) if grid.get("chunks") else None
+        done = f"{len(record['finished'])} of {total} chunks written" if total else "not all chunks written"
+    elif record is None:
+        meta = _read_json_file(path / "zarr.json")
+        if isinstance(meta, dict) and (meta.get("attributes") or {}).get(COMPLETE_ATTR) == 0:
+            done = "not all chunks written"
+    if done is not None:
+        raise RunIncomplete(f"{path.name} holds an unfinished run ({done}; the pixels of the others have status "
+                            f"{NOT_COMPUTED}): run the same command again to finish it")
+
+
+def _read_json_file(path: Path):
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 # --------------------------------------------------------------------------------------
@@ -108,20 +157,16 @@ def date_from_name(name: str, date_pattern: str | None = None) -> pd.Timestamp |
         text = "-".join(g for g in match.groups() if g)
     else:
         text = match.group(0)
-    try:
-        return pd.Timestamp(text)
-    except (ValueError, TypeError):
-        raise CubeError(f"{name}: {text!r} (matched by the date pattern) is not a date") from None
+    return _parse_date_text(text, f"{name} (matched by the date pattern)")
 
 
 def _parse_date_text(text: str, where: str) -> pd.Timestamp:
-    text = text.strip()
-    if re.fullmatch(r"\d{4}:\d{2}:\d{2}( .*)?", text):  # TIFF DateTime "YYYY:MM:DD HH:MM:SS"
-        text = text[:10].replace(":", "-") + text[10:]
+    """:func:`tscube.timeaxis.parse_date` (the one reading of a date every input shares),
+    its refusals as :class:`CubeError`."""
     try:
-        return pd.Timestamp(text)
-    except (ValueError, TypeError):
-        raise CubeError(f"{where}: cannot parse {text!r} as a date") from None
+        return parse_date(text, where)
+    except ValueError as exc:
+        raise CubeError(str(exc)) from None
 
 
 def read_dates(path) -> pd.DatetimeIndex:
@@ -173,6 +218,19 @@ def _check_dates(dates: pd.DatetimeIndex, labels: list[str], what: str) -> None:
 # opening
 
 
+def failure_cause(exc: BaseException) -> str:
+    """What went wrong, in words: the exception's message, or, where a library only says
+    "See previous exception" (rasterio, GDAL), the message of the exception it chained."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = " ".join(str(exc).split())
+        if text and "previous exception" not in text.lower():
+            return text
+        exc = exc.__cause__ or exc.__context__
+    return "unknown error"
+
+
 def _chunked(da, memory, time_dim="time"):
     """Rechunk ``da``: time in one chunk, pixel chunks sized by the ``memory`` budget."""
     from .xarray_blocks import chunks_fit, parse_memory, pixel_chunks
@@ -202,12 +260,17 @@ def _masked_dtype(dtype) -> np.dtype:
 
 
 def _read_window(path: str, rows: tuple[int, int], cols: tuple[int, int], nodata, dtype) -> np.ndarray:
-    """One pixel block of a single-band GeoTIFF, ``(1, rows, cols)``, nodata as NaN."""
+    """One pixel block of a single-band GeoTIFF, ``(1, rows, cols)``, nodata as NaN; a file
+    that cannot be read (cut short, corrupt, gone) raises a :class:`CubeError` naming it."""
     import rasterio
     from rasterio.windows import Window
 
-    with rasterio.open(path) as src:
-        raw = src.read(1, window=Window.from_slices(rows, cols))
+    try:
+        with rasterio.open(path) as src:
+            raw = src.read(1, window=Window.from_slices(rows, cols))
+    except (rasterio.errors.RasterioError, OSError) as exc:
+        raise CubeError(f"cannot read {Path(path).name} (rows {rows[0]}-{rows[1]}, columns {cols[0]}-{cols[1]}): "
+                        f"{failure_cause(exc)}") from None
     block = raw.astype(dtype)
     if nodata is not None and not np.isnan(nodata):
         block[raw == nodata] = np.nan
@@ -276,12 +339,12 @@ def _open_folder(folder: Path, date_pattern, memory, times=None):
         # the dates of every file from their names: only the selected files are opened
         index = _folder_index(folder, files, named)
         chosen = np.argsort(index.asi8, kind="stable")[np.asarray(times, dtype=np.int64)]
-        grids, _, nodatas, dtypes = _scan_files([files[i] for i in chosen], [named[i] for i in chosen],
-                                                date_pattern)
+        grids, _, nodatas, dtypes, kind = _scan_files([files[i] for i in chosen], [named[i] for i in chosen],
+                                                      date_pattern)
         order = np.arange(len(chosen))
         files, index = [files[i] for i in chosen], index[chosen]
     else:
-        grids, dates, nodatas, dtypes = _scan_files(files, named, date_pattern)
+        grids, dates, nodatas, dtypes, kind = _scan_files(files, named, date_pattern)
         index = _folder_index(folder, files, dates)
         order = np.argsort(index.asi8, kind="stable")
         if times is not None:
@@ -297,15 +360,57 @@ def _open_folder(folder: Path, date_pattern, memory, times=None):
                       coords={"time": index[order], **{k: v for k, v in template.coords.items()}},
                       attrs={k: v for k, v in template.attrs.items() if k != "long_name"})
     da.attrs["source_files"] = [files[i].name for i in order]
+    da.attrs.update(scene_attrs(kind))
     return _chunked(da, memory)
 
 
+def scene_type(dtype, scale=1.0, offset=0.0) -> dict:
+    """What a scene's numbers mean: its data type and the scale and offset its values
+    carry (``value * scale + offset``). Every scene of an input, and every scene added to a
+    monitoring state, must have the type of the others (:func:`check_scene_type`)."""
+    return {"dtype": str(np.dtype(dtype)), "scale": float(1.0 if scale is None else scale),
+            "offset": float(0.0 if offset is None else offset)}
+
+
+def describe_scene_type(kind: dict) -> str:
+    return f"{kind['dtype']}" + (f" x {kind['scale']:g} + {kind['offset']:g}"
+                                 if (kind["scale"], kind["offset"]) != (1.0, 0.0) else "")
+
+
+def check_scene_type(kind: dict, expected: dict, what: str, others: str) -> None:
+    """Refuse a scene (``what``) whose :func:`scene_type` differs from the others' (``others``):
+    an NDVI stored as int16 x 10000 among float scenes would be read as other numbers."""
+    if kind != expected:
+        raise CubeError(f"{what}: {describe_scene_type(kind)} values, {others} {describe_scene_type(expected)}: "
+                        "scenes of one series must share their data type and scale (a value stored as int16 "
+                        "x 10000 among floats reads as another number); convert it, or leave it out")
+
+
+#: Attribute of an opened cube holding the :func:`scene_type` of its scenes (JSON).
+SCENE_TYPE_ATTR = "tscube_scene_type"
+
+
+def scene_attrs(kind: dict) -> dict:
+    """The attributes recording a cube's :func:`scene_type`."""
+    import json
+
+    return {SCENE_TYPE_ATTR: json.dumps(kind, sort_keys=True)}
+
+
+def scene_type_of(da) -> dict | None:
+    """The :func:`scene_type` an opened cube records, or None."""
+    import json
+
+    text = da.attrs.get(SCENE_TYPE_ATTR)
+    return json.loads(text) if text else None
+
+
 def _scan_files(files: list, named: list, date_pattern):
-    """``(grids, dates, nodatas, dtypes)`` of single-band GeoTIFF files, the same grid each;
-    a date from ``named`` (the file names) or else from the tags."""
+    """``(grids, dates, nodatas, dtypes)`` of single-band GeoTIFF files, the same grid and the
+    same :func:`scene_type` each; a date from ``named`` (the file names) or else from the tags."""
     import rasterio
 
-    grids, dates, nodatas, dtypes = [], [], [], []
+    grids, dates, nodatas, dtypes, kinds = [], [], [], [], []
     for path, date in zip(files, named):
         try:
             with rasterio.open(path) as src:
@@ -313,8 +418,11 @@ def _scan_files(files: list, named: list, date_pattern):
                 tags = src.tags()
                 nodatas.append(src.nodata)
                 dtypes.append(src.dtypes[0])
+                kinds.append(scene_type(src.dtypes[0], src.scales[0], src.offsets[0]))
         except rasterio.errors.RasterioIOError as exc:
             raise CubeError(f"cannot read {path.name} as a GeoTIFF ({str(exc).splitlines()[0]})") from None
+        if kinds[-1] != kinds[0]:
+            check_scene_type(kinds[-1], kinds[0], f"scene {path.name}", f"while {files[0].name} holds")
         if date is None:
             for key in _DATE_TAGS:
                 if key in tags:
@@ -335,7 +443,7 @@ def _scan_files(files: list, named: list, date_pattern):
             )
         grids.append(grid)
         dates.append(date)
-    return grids, dates, nodatas, dtypes
+    return grids, dates, nodatas, dtypes, kinds[0]
 
 
 def _open_multiband(path: Path, dates, memory):
@@ -346,6 +454,8 @@ def _open_multiband(path: Path, dates, memory):
             descriptions = list(src.descriptions)
             band_tags = [src.tags(i + 1) for i in range(src.count)]
             n_bands, height, width = src.count, src.height, src.width
+            kinds = [scene_type(dtype, scale, offset) for dtype, scale, offset in zip(src.dtypes, src.scales,
+                                                                                       src.offsets)]
     except rasterio.errors.RasterioIOError as exc:
         raise CubeError(f"cannot read {path.name} as a GeoTIFF ({str(exc).splitlines()[0]})") from None
     # read by the pixel blocks of the final chunks (all bands each), never the whole file at once
@@ -364,8 +474,11 @@ def _open_multiband(path: Path, dates, memory):
     if len(dates) != da.sizes["band"]:
         raise CubeError(f"{path.name} has {da.sizes['band']} bands but {len(dates)} dates were given")
     _check_dates(dates, labels, path.name)
+    for i, kind in enumerate(kinds):
+        check_scene_type(kind, kinds[0], f"band {i + 1} of {path.name}", "while band 1 holds")
     da = da.rename(band="time").assign_coords(time=dates)
     da.attrs.pop("long_name", None)
+    da.attrs.update(scene_attrs(kinds[0]))
     if not dates.is_monotonic_increasing:
         da = da.sortby("time")
     return _chunked(da, memory)
@@ -383,6 +496,8 @@ def _time_dim_of(ds_or_da) -> str | None:
 def _open_store(path: Path, suffix: str, variable, dates, memory):
     import xarray as xr
 
+    if suffix in ZARR_SUFFIXES:
+        check_complete(path)  # a result of an unfinished run is no input
     try:
         if suffix in ZARR_SUFFIXES:
             ds = xr.open_zarr(path, chunks={}, decode_coords="all")
@@ -419,8 +534,11 @@ def _open_store(path: Path, suffix: str, variable, dates, memory):
         da = da.rename({time_dim: "time"})
     if "time" not in da.coords:
         raise CubeError(f"{path.name}: variable {da.name!r} has a time dimension but no time coordinate")
+    kind = scene_type(da.encoding.get("dtype", da.dtype), da.encoding.get("scale_factor"),
+                      da.encoding.get("add_offset"))
     if np.issubdtype(da.dtype, np.integer) and "_FillValue" in da.encoding:
         da = da.astype(np.float64).where(da != da.encoding["_FillValue"])
+    da.attrs.update(scene_attrs(kind))
     try:
         import rioxarray  # noqa: F401
 
@@ -542,6 +660,8 @@ def _geotiff_bands(ds):
         if not extra:
             bands.append(variable)
             names.append(str(name))
+        elif "time" in extra:  # per-date series (a process, STL components): not maps
+            skipped.append(str(name))
         elif extra == ["start"]:
             for i in range(variable.sizes["start"]):
                 bands.append(variable.isel(start=i, drop=True))
@@ -554,8 +674,7 @@ def _geotiff_bands(ds):
             skipped.append(str(name))
     if skipped:
         warnings.warn(
-            f"GeoTIFF holds per-pixel maps only: {', '.join(skipped)} (over {', '.join(extra)}) not written; "
-            "write .nc or .zarr to keep them",
+            f"GeoTIFF holds per-pixel maps only: {', '.join(skipped)} not written; write .nc or .zarr to keep them",
             UserWarning,
             stacklevel=3,
         )
@@ -634,7 +753,27 @@ def write_result(ds, path) -> Path:
         else:
             ds.to_zarr(tmp, mode="w")
         replace_atomically(tmp, path)
+    except CubeError:
+        _remove(tmp)
+        raise
+    except Exception as exc:  # a full disk, a lost folder: the file and the cause, not "Write failed"
+        _remove(tmp)
+        if _is_write_failure(exc):
+            raise OSError(f"cannot write {path.name}: {failure_cause(exc)}") from exc
+        raise
     except BaseException:
         _remove(tmp)
         raise
     return path
+
+
+def _is_write_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the file system's (or GDAL's report of it), not a caller's error."""
+    try:
+        import rasterio
+
+        if isinstance(exc, rasterio.errors.RasterioError):
+            return True
+    except ImportError:  # pragma: no cover - the geo extra
+        pass
+    return isinstance(exc, OSError)

@@ -27,12 +27,14 @@ __all__ = ["break_maps", "lite_maps", "plot_lite_pixel", "plot_pixel", "read_res
 
 
 def result_maps(result, **kwargs):
-    """:func:`break_maps`, :func:`lite_maps` or :func:`stl_maps`, whichever fits ``result``."""
-    if function_of(result) == "bfast_lite":
-        kwargs.pop("start_index", None)
+    """:func:`break_maps`, :func:`lite_maps` or :func:`stl_maps`, whichever fits ``result``
+    (``start_index`` only for a BFAST Monitor result: other results have no start)."""
+    function = function_of(result)
+    if function in ("bfast_lite", "stl"):
+        if kwargs.pop("start_index", 0):
+            raise ValueError(f"a start index is for BFAST Monitor results: a {function} result has no monitoring start")
+        if function == "stl":
+            kwargs.setdefault("title", "STL")
+            return stl_maps(result, **kwargs)
         return lite_maps(result, **kwargs)
-    if function_of(result) == "stl":
-        kwargs.setdefault("title", "STL")
-        kwargs.pop("start_index", None)
-        return stl_maps(result, **kwargs)
     return break_maps(result, **kwargs)

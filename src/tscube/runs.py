@@ -42,6 +42,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 import warnings
 from contextlib import contextmanager
@@ -53,10 +54,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["RunSummary", "RunMismatch", "RunLocked", "input_identity", "run_chunked", "record_path", "chunk_store_path"]
+from .io import COMPLETE_ATTR, NOT_COMPUTED, RECORD_NAME, RunIncomplete, check_complete
 
-#: Name of the run record inside the chunk store.
-RECORD_NAME = "_tscube_run.json"
+__all__ = ["RunSummary", "RunMismatch", "RunLocked", "RunIncomplete", "check_apart_from_inputs", "check_complete",
+           "input_identity", "run_chunked", "record_path", "chunk_store_path"]
+
 #: Version of the record layout; a record of another version is never resumed.
 RECORD_VERSION = 1
 #: Test hook: seconds to sleep after computing each chunk, before writing it (lets a
@@ -109,6 +111,26 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+def check_apart_from_inputs(output, *inputs) -> None:
+    """Refuse an output that is one of the inputs, or inside an input folder (a result
+    written among the scenes would change the input: a scene replaced, or one more file
+    in its folder), or that holds an input. Inputs given as URLs are not local paths and
+    pass. Inputs are only ever opened for reading."""
+    output = Path(output).resolve()
+    for source in inputs:
+        if source is None or "://" in str(source):
+            continue
+        source = Path(source).resolve()
+        if output == source:
+            raise ValueError(f"the output {output.name} is the input: inputs are only read; write to another path")
+        if source.is_dir() and output.is_relative_to(source):
+            raise ValueError(f"the output {output.name} is inside the input folder {source.name}: a result written "
+                             "there would change the input; write it outside the folder")
+        if output.is_dir() and source.is_relative_to(output):
+            raise ValueError(f"the output {output.name} holds the input {source.name}: inputs are only read; write to "
+                             "another path")
 
 
 def input_identity(path, da) -> dict[str, Any]:
@@ -307,11 +329,19 @@ class RunLocked(OSError):
     """Another process is running into the same output."""
 
 
+#: Locks this process holds, by lock file and thread: a holder may take its lock again
+#: (``monitor --update`` holds its output's lock around the fit's run_chunked).
+_HELD: dict[tuple[str, int], int] = {}
+
+
 @contextmanager
 def exclusive_lock(output: Path):
     """Hold an exclusive lock on ``output`` for the whole run (released by the OS when the process dies).
 
-    Uses ``fcntl.flock`` on a hidden lock file next to the output; where ``fcntl`` does
+    The one lock of every writer of an output (a run, an ``--overwrite``, a
+    near-real-time update): ``fcntl.flock`` on the hidden file ``.NAME.lock`` next to the
+    output. The thread that holds it may take it again (nested writers of one command);
+    any other process or thread is refused with :class:`RunLocked`. Where ``fcntl`` does
     not exist (Windows) runs are not locked.
     """
     try:
@@ -319,7 +349,16 @@ def exclusive_lock(output: Path):
     except ImportError:  # pragma: no cover - Windows
         yield
         return
+    output = Path(output)
     lock_path = output.with_name(f".{output.name}.lock")
+    key = (str(lock_path.resolve()), threading.get_ident())
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
     with open(lock_path, "a+") as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -332,9 +371,11 @@ def exclusive_lock(output: Path):
         handle.truncate()
         handle.write(str(os.getpid()))
         handle.flush()
+        _HELD[key] = 1
         try:
             yield
         finally:  # the lock file stays: unlinking it would let two later runs lock different files
+            del _HELD[key]
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
@@ -343,6 +384,9 @@ def _create_store(template, store: Path, record: dict) -> None:
     for stale in store.parent.glob(f".{store.name}.tmp-*"):  # left by runs killed while creating it
         _remove(stale)
     tmp = store.with_name(f".{store.name}.tmp-{os.getpid()}")
+    template = template.copy()
+    template["status"].encoding["fill_value"] = NOT_COMPUTED  # what the unwritten chunks read as
+    template.attrs[COMPLETE_ATTR] = 0
     with quiet_zarr():
         template.to_zarr(tmp, mode="w-", compute=False, write_empty_chunks=True)
     _write_json_atomic(tmp / RECORD_NAME, record)
@@ -395,7 +439,7 @@ def _finish_store(store: Path, summary: RunSummary) -> None:
 
     with quiet_zarr():
         group = zarr.open_group(str(store), mode="r+", use_consolidated=False)
-        group.attrs.update(summary.attrs())
+        group.attrs.update({**summary.attrs(), COMPLETE_ATTR: 1})
         zarr.consolidate_metadata(str(store))
 
 

@@ -89,27 +89,67 @@ def is_stac_source(source) -> bool:
         isinstance(source, (list, tuple)) and bool(source) and type(source[0]).__module__.startswith("pystac"))
 
 
-def read_json(href: str) -> dict:
-    import pystac
+def _is_web(href: str) -> bool:
+    return bool(re.match(r"https?://", str(href)))
 
+
+def _stac_io(web: bool, timeout: float | None = None):
+    """pystac's reader of STAC documents, with ``timeout`` seconds (default
+    ``config.HTTP_TIMEOUT``) to connect and for every read of an http(s) document; for the
+    documents of a catalog from the web (``web``), local files are refused unless
+    ``config.STAC_LOCAL_HREFS_FROM_WEB``."""
+    from urllib.request import Request, urlopen
+
+    import pystac
+    from pystac.stac_io import DefaultStacIO
+
+    from . import config
+
+    seconds = float(config.HTTP_TIMEOUT if timeout is None else timeout)
+
+    class TimedStacIO(DefaultStacIO):
+        def read_text_from_href(self, href: str) -> str:
+            if _is_web(href):
+                request = Request(href, headers={"User-Agent": f"pystac/{pystac.__version__}", **self.headers})
+                with urlopen(request, timeout=seconds) as response:  # noqa: S310 - http(s) only
+                    return response.read().decode("utf-8")
+            if web:
+                _refuse_local(href, "document")
+            return super().read_text_from_href(href)
+
+    return TimedStacIO()
+
+
+def _refuse_local(href: str, what: str) -> None:
+    from . import config
+
+    if not config.STAC_LOCAL_HREFS_FROM_WEB:
+        raise StacError(f"the STAC catalog was read over http(s) but names the local {what} {href}: a catalog from "
+                        "the web does not read local files (set tscube.config.STAC_LOCAL_HREFS_FROM_WEB = True to "
+                        "allow it for a catalog you trust)")
+
+
+def read_json(href: str, timeout: float | None = None) -> dict:
     try:
-        return pystac.StacIO.default().read_json(href)
+        return _stac_io(_is_web(href), timeout).read_json(href)
     except FileNotFoundError:
         raise FileNotFoundError(f"input {href!r} does not exist") from None
     except json.JSONDecodeError as exc:
         raise StacError(f"{href} is not JSON ({exc})") from None
+    except StacError:
+        raise
     except Exception as exc:  # noqa: BLE001 - pystac wraps urllib's errors in a bare Exception
         cause = exc.__cause__ or exc
         raise StacError(f"cannot read {href} ({getattr(cause, 'reason', None) or cause})") from None
 
 
-def _read_document(href: str) -> list:
+def _read_document(href: str, timeout: float | None = None) -> list:
     """The items of the STAC JSON at ``href`` (a path or an http(s) URL)."""
     import pystac
 
-    if not re.match(r"https?://", href):
+    if not _is_web(href):
         href = str(Path(href).resolve())
-    data = read_json(href)
+    data = read_json(href, timeout)
     if data.get("type") == "FeatureCollection":
         items = list(pystac.ItemCollection.from_dict(data))
         for item in items:
@@ -117,7 +157,9 @@ def _read_document(href: str) -> list:
                 item.set_self_href(href)  # relative asset hrefs resolve against the file
         return items
     try:
-        return _items_of(pystac.read_dict(data, href=href))
+        return _items_of(pystac.read_dict(data, href=href, stac_io=_stac_io(_is_web(href), timeout)))
+    except StacError:
+        raise
     except (pystac.STACTypeError, KeyError, TypeError, ValueError) as exc:
         raise StacError(f"{href} is not a STAC catalog, collection, item collection or item ({exc})") from None
 
@@ -136,18 +178,20 @@ def _items_of(source) -> list:
     return list(source)
 
 
-def read_items(source) -> list:
+def read_items(source, timeout: float | None = None) -> list:
     """The ``pystac.Item`` objects of ``source``, with absolute asset hrefs.
 
     ``source``: a ``pystac.ItemCollection``, a list of items, a catalog or collection
     object, or the path or http(s) URL of a static catalog, collection, item collection
     (GeoJSON ``FeatureCollection``) or item JSON. Catalogs are walked recursively;
-    relative hrefs resolve against the document they are in, as STAC says.
+    relative hrefs resolve against the document they are in, as STAC says. Documents read
+    over http(s) get ``timeout`` seconds (default ``config.HTTP_TIMEOUT``) to connect and
+    for every read; their local hrefs (``file://`` or paths) are refused.
     """
     import pystac
 
     is_document = isinstance(source, (str, Path))
-    items = _read_document(str(source)) if is_document else _items_of(source)
+    items = _read_document(str(source), timeout) if is_document else _items_of(source)
     wrong = [type(i).__name__ for i in items if not isinstance(i, pystac.Item)]
     if wrong:
         raise StacError(f"expected STAC items, got {wrong[0]}")
@@ -156,6 +200,11 @@ def read_items(source) -> list:
     items = [item.clone() for item in items]
     for item in items:
         item.make_asset_hrefs_absolute()
+    if is_document and _is_web(str(source)):
+        for item in items:
+            for asset in item.assets.values():
+                if not re.match(r"[a-z][a-z0-9+.-]*://", asset.href) or asset.href.startswith("file://"):
+                    _refuse_local(asset.href, f"asset of item {item.id}")
     return items
 
 
@@ -459,15 +508,17 @@ def _nodata(value, default=None):
     return default if value is None or np.isnan(value) else value
 
 
-def _load(source, *, index, mask, bbox, crs, resolution, groupby, merge, block_shape, patch_url) -> _Loaded:
+def _load(source, *, index, mask, bbox, crs, resolution, groupby, merge, block_shape, patch_url, timeout) -> _Loaded:
     import odc.stac
+
+    from . import config
 
     if groupby not in GROUPBYS:
         raise StacError(f"groupby must be one of {', '.join(GROUPBYS)}, got {groupby!r}")
     if merge not in MERGES:
         raise StacError(f"merge must be one of {', '.join(MERGES)}, got {merge!r}")
     parse_mask(mask)  # its errors before any item is read
-    items = read_items(source)
+    items = read_items(source, timeout)
     if crs is not None:
         _crs_name(crs)
     parsed = list(odc.stac.parse_items(items))
@@ -484,7 +535,14 @@ def _load(source, *, index, mask, bbox, crs, resolution, groupby, merge, block_s
     groups = [[position[i] for i in group] for group in groups]
     rows, cols = block_shape(len(groups), geobox.shape[0], geobox.shape[1])
 
-    odc.stac.configure_rio(cloud_defaults=True)
+    seconds = str(int(max(1, round(float(config.HTTP_TIMEOUT if timeout is None else timeout)))))
+    # GDAL's reads of the assets: the same timeout to connect and for a request, a stalled
+    # transfer (under 1 byte/s) given up after it too, and a bounded number of retries
+    # (odc-stac's cloud defaults retry 10 times with a doubling delay: minutes per read of
+    # a frozen server), so that a frozen server ends the run
+    odc.stac.configure_rio(cloud_defaults=True, GDAL_HTTP_TIMEOUT=seconds, GDAL_HTTP_CONNECTTIMEOUT=seconds,
+                           GDAL_HTTP_LOW_SPEED_TIME=seconds, GDAL_HTTP_LOW_SPEED_LIMIT="1",
+                           GDAL_HTTP_MAX_RETRY=str(int(config.HTTP_RETRIES)), GDAL_HTTP_RETRY_DELAY="0.5")
     to_load = list(dict.fromkeys(keys + ([mask_key] if mask_key else [])))
     ds = odc.stac.load(items, bands=to_load, geobox=geobox, groupby="id", preserve_original_order=True,
                        chunks={"y": rows, "x": cols}, patch_url=patch_url)
@@ -501,7 +559,7 @@ def _load(source, *, index, mask, bbox, crs, resolution, groupby, merge, block_s
 
 
 def open_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolution=None, groupby: str = "solar_day",
-              merge: str = "first", memory=None, patch_url=None):
+              merge: str = "first", memory=None, patch_url=None, timeout: float | None = None):
     """A lazy, cloud-masked ``(time, y, x)`` float32 index cube from STAC items.
 
     Parameters
@@ -537,6 +595,11 @@ def open_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolut
         by odc-stac tile by tile (time in one chunk).
     patch_url : callable, optional
         Passed to ``odc.stac.load`` (e.g. ``planetary_computer.sign``).
+    timeout : float, optional
+        Seconds to connect to a server and to wait for data (catalog documents and
+        assets over http(s)) before the read fails with an error naming the URL; default
+        ``tscube.config.HTTP_TIMEOUT`` (60). A catalog read over http(s) may not name local
+        files (``config.STAC_LOCAL_HREFS_FROM_WEB``).
 
     Returns
     -------
@@ -555,7 +618,7 @@ def open_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolut
         ``crs`` is given, no item meets ``bbox``, an unknown index, mask or merge, ...
     """
     return describe_stac(source, index=index, mask=mask, bbox=bbox, crs=crs, resolution=resolution, groupby=groupby,
-                         merge=merge, memory=memory, patch_url=patch_url)["cube"]
+                         merge=merge, memory=memory, patch_url=patch_url, timeout=timeout)["cube"]
 
 
 def _as_cube(loaded: _Loaded):
@@ -572,7 +635,8 @@ def _as_cube(loaded: _Loaded):
 
 
 def describe_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, resolution=None,
-                  groupby: str = "solar_day", merge: str = "first", memory=None, patch_url=None) -> dict:
+                  groupby: str = "solar_day", merge: str = "first", memory=None, patch_url=None,
+                  timeout: float | None = None) -> dict:
     """:func:`open_stac` with what ``tscube info`` shows: ``{"cube": the lazy cube,
     "items": how many, "mask": its description, "masked_fraction": the fraction of the
     items' pixels with data that the mask rejects (a lazy dask scalar)}``."""
@@ -580,7 +644,7 @@ def describe_stac(source, *, index="NDVI", mask="auto", bbox=None, crs=None, res
 
     loaded = _load(source, index=index, mask=mask, bbox=bbox, crs=crs, resolution=resolution, groupby=groupby,
                    merge=merge, block_shape=lambda n, rows, cols: pixel_block_shape(n, rows, cols, memory),
-                   patch_url=patch_url)
+                   patch_url=patch_url, timeout=timeout)
     cube = _as_cube(loaded)
     counts = loaded.blockwise(_mask_counts_block, "kyx", {"k": 2}, np.int64).sum(axis=(1, 2))
     return {"cube": cube, "items": len(loaded.items), "mask": loaded.recipe.mask.describe(),
@@ -614,7 +678,10 @@ def naming_failed_reads():
         if not handler.hrefs:
             raise
         first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise StacError(f"cannot read asset {handler.hrefs[0]} ({first_line})") from None
+        href = handler.hrefs[0]
+        hint = ("; over http(s) this is also what GDAL says of a server that sent nothing readable in the time "
+                "allowed (--timeout, tscube.config.HTTP_TIMEOUT)") if _is_web(href) and "not recognized" in first_line else ""
+        raise StacError(f"cannot read asset {href} ({first_line}{hint})") from None
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate

@@ -27,6 +27,7 @@ length.out=N)``, not ``t0 + i / freq`` (they differ in the last bit).
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +68,45 @@ class TimeAxis:
         return (self.slot + 1).astype(np.float64)
 
 
+#: Date forms every date input of tscube takes (dates files, file names, tags, options,
+#: strings given to the library): ISO 8601 (``2000-03-05``, with a time and zone
+#: optionally; ``2000-03``, the month's first day), compact ``20000305``, year first with slashes or dots (``2000/03/05``),
+#: TIFF's ``2000:03:05 12:00:00``, and any form with a month name (``5 March 2000``).
+_ISO_DATE = re.compile(r"\d{4}-\d{1,2}(-\d{1,2}([T ]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?)?")
+_COMPACT_DATE = re.compile(r"\d{8}([T ]?\d{6})?")
+_YEAR_FIRST_DATE = re.compile(r"\d{4}([/.])\d{1,2}\1\d{1,2}( \d{1,2}:\d{2}(:\d{2})?)?")
+_TIFF_DATE = re.compile(r"\d{4}:\d{2}:\d{2}( \d{2}:\d{2}:\d{2})?")
+_MONTH_NAME = re.compile(r"[A-Za-z]{3}")
+
+
+def parse_date(text: str, where: str = "date") -> pd.Timestamp:
+    """One date written as text, read the one way it can be read.
+
+    ISO 8601 dates (``2000-03-05``, ``2000-03-05T10:30:00Z``), compact ``20000305``, year
+    first with ``/`` or ``.`` (``2000/03/05``), TIFF's ``2000:03:05 10:30:00`` and dates with
+    a month name (``5 March 2000``) are taken. Numeric dates that do not start with the
+    year (``05/03/2000``: 5 March or 3 May?) are refused, as is anything else that is no
+    date, with a ``ValueError`` that names ``where``.
+    """
+    text = str(text).strip()
+    if _TIFF_DATE.fullmatch(text):
+        text = text[:10].replace(":", "-") + text[10:]
+    elif _YEAR_FIRST_DATE.fullmatch(text):
+        day, _, clock = text.partition(" ")
+        text = re.sub(r"[/.]", "-", day) + (f" {clock}" if clock else "")
+    numeric = not _MONTH_NAME.search(text.replace("T", " ", 1).rstrip("Z"))
+    if numeric and not (_ISO_DATE.fullmatch(text) or _COMPACT_DATE.fullmatch(text)):
+        raise ValueError(f"{where}: {text!r} is not a date tscube reads unambiguously: write dates as YYYY-MM-DD "
+                         "(day/month or month/day orders are refused)")
+    try:
+        stamp = pd.Timestamp(text)
+    except (ValueError, TypeError, OverflowError):
+        raise ValueError(f"{where}: cannot parse {text!r} as a date (write it as YYYY-MM-DD)") from None
+    if pd.isna(stamp):
+        raise ValueError(f"{where}: {text!r} is not a date")
+    return stamp
+
+
 def is_datetime_like(values) -> bool:
     """Whether ``values`` are dates (datetimes, dates, timestamps or date strings), not decimal years."""
     if isinstance(values, (pd.DatetimeIndex, pd.Series)) and pd.api.types.is_datetime64_any_dtype(values):
@@ -83,8 +123,13 @@ def is_datetime_like(values) -> bool:
 
 
 def _to_datetime_index(values, name: str) -> pd.DatetimeIndex:
+    flat = np.asarray(values).reshape(-1)
+    if flat.dtype.kind in "US" or (flat.dtype == object and any(isinstance(v, str) for v in flat)):
+        # text is read by parse_date, the one reading of a date every input shares
+        flat = np.array([parse_date(v, f"{name} (position {i})") if isinstance(v, (str, np.str_)) else v
+                         for i, v in enumerate(flat)], dtype=object)
     try:
-        index = pd.DatetimeIndex(pd.to_datetime(np.asarray(values).reshape(-1)))
+        index = pd.DatetimeIndex(pd.to_datetime(flat))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{name}: cannot parse as dates ({exc})") from None
     if index.hasnans:
@@ -131,17 +176,28 @@ def _check_freq(freq) -> int:
     return int(freq)
 
 
-def _check_increasing(slot: np.ndarray, labels, name: str) -> None:
+def _check_increasing(slot: np.ndarray, labels, name: str, freq: int | None = None) -> None:
     step = np.diff(slot)
     bad = np.flatnonzero(step <= 0)
-    if bad.size:
-        i = int(bad[0]) + 1
-        kind = "duplicate" if step[i - 1] == 0 else "unsorted"
-        raise ValueError(
-            f"{name}: {kind} dates at positions {i - 1} and {i} ({labels[i - 1]} and "
-            f"{labels[i]} fall on {'the same' if kind == 'duplicate' else 'a decreasing'} "
-            "slot of the time grid); dates must be strictly increasing"
-        )
+    if not bad.size:
+        return
+    i = int(bad[0]) + 1
+    first, second = labels[i - 1], labels[i]
+    if step[i - 1] < 0:
+        raise ValueError(f"{name}: unsorted dates at positions {i - 1} and {i} ({first} and {second} fall on a "
+                         "decreasing slot of the time grid); dates must be strictly increasing")
+    if str(first) == str(second):
+        raise ValueError(f"{name}: duplicate dates at positions {i - 1} and {i} (both {first}); dates must be "
+                         "strictly increasing")
+    where = (f"{name}: the dates {first} and {second} (positions {i - 1} and {i}) fall on the same slot of the time "
+             f"grid of freq={freq}")
+    if freq == 365:
+        raise ValueError(f"{where} (R's daily grid of 365 days a year, where 29 February shares 1 March's slot), "
+                         "which holds one observation: drop one of them")
+    grid = {12: "month", 23: "16 days", 36: "10 days"}.get(freq, f"1/{freq} of a year")
+    raise ValueError(f"{where} (one slot per {grid}), which holds one observation: give the freq of the data "
+                     "(23 for 16-day composites, 36 for 10-day, 12 for monthly; none for daily dates) or "
+                     "aggregate it to that grid")
 
 
 def build_time_axis(dates, freq=None) -> TimeAxis:
@@ -158,7 +214,7 @@ def build_time_axis(dates, freq=None) -> TimeAxis:
             raise ValueError("dates is empty")
         decimal, freq = _datetime_decimal(index, freq)
         slot = np.rint((decimal - decimal[0]) * freq).astype(np.int64)
-        _check_increasing(slot, [str(d.date()) for d in index], "dates")
+        _check_increasing(slot, [str(d.date()) for d in index], "dates", freq)
         grid = _r_time_values(float(decimal[0]), int(slot[-1]) + 1, freq)
         return TimeAxis(time=grid[slot], slot=slot, freq=freq)
 
@@ -186,7 +242,7 @@ def build_time_axis(dates, freq=None) -> TimeAxis:
             f"dates: decimal year {values[i]!r} at position {i} is not on the regular grid of "
             f"{freq} slots per year starting at {values[0]!r}"
         )
-    _check_increasing(slot, values, "dates")
+    _check_increasing(slot, values, "dates", freq)
     return TimeAxis(time=values, slot=slot, freq=freq)
 
 

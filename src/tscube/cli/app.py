@@ -20,7 +20,11 @@ EXIT_ERROR = 1
 
 
 def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """The error in one line: its message, or the chained cause where a library only says
+    "See previous exception" (rasterio's read and write failures)."""
+    from ..io import failure_cause
+
+    text = failure_cause(exc) if str(exc).strip() else type(exc).__name__
     return text if not isinstance(exc, KeyError) else f"missing key {text}"
 
 

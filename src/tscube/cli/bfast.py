@@ -11,6 +11,7 @@ from typing import Annotated, Optional
 import numpy as np
 import typer
 
+from ..io import GEOTIFF_SUFFIXES
 from .app import app, clean_errors
 from .options import (DatePattern, DatesFile, Freq, InputCube, Memory, Nodata, NoTrend, Order, Overwrite, Progress,
                       Scheduler, Season, Start, Variable, Workers, BfastInput, StacInput, parse_history, parse_when,
@@ -48,7 +49,10 @@ def monitor(
     from ..xr import bfast_monitor_xarray
 
     with clean_errors():
-        check_output(output)
+        check_output(output, input_path)
+        if process and output.suffix.lower() in GEOTIFF_SUFFIXES:
+            raise ValueError("--process writes the monitoring process over time, which a GeoTIFF of maps cannot "
+                             "hold: write .nc or .zarr")
         start_value = parse_when(start, "start")
         history_value = parse_history(bfast.history)
         if update:
@@ -172,7 +176,7 @@ def breaks_command(
     from ..xr import bfast_lite_xarray
 
     with clean_errors():
-        check_output(output)
+        check_output(output, input_path)
         breaks_value = int(breaks) if re.fullmatch(r"-?\d+", breaks.strip()) else breaks.strip()
         da = open_input(input_path, dates, date_pattern, variable, memory, stac)
         echo_input(input_path, da)

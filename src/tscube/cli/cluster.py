@@ -11,7 +11,10 @@ import numpy as np
 import typer
 
 from ..cluster import GaussianMixture, KMeans
+from ..io import GEOTIFF_SUFFIXES, check_complete, replace_atomically, temporary_path
+from ..runs import exclusive_lock, record_path
 from .app import app, clean_errors
+from .running import check_output
 
 #: Label written for pixels with a non-finite feature.
 NODATA_LABEL = -1
@@ -40,6 +43,7 @@ def open_features(input_path, *, feature_dim="band", variables=None, chunks="aut
             da = da.rename(band=feature_dim)
         return da
     if suffix == ".zarr" or path.is_dir():
+        check_complete(path)  # an unfinished run's pixels are not computed
         ds = xr.open_zarr(path, chunks=chunks)
     elif suffix in (".nc", ".nc4", ".netcdf", ".h5"):
         ds = xr.open_dataset(path, chunks=chunks)
@@ -126,7 +130,14 @@ def run_cluster(input_path, k, output_path, *, method="gmm", covariance_type="fu
     labels = labels.rio.write_nodata(NODATA_LABEL, encoded=False)
     if crs is not None:
         labels = labels.rio.write_crs(crs)
-    labels.rio.to_raster(output_path, dtype="int32")
+    output_path = Path(output_path)
+    tmp = temporary_path(output_path)
+    try:  # written whole under a temporary name, then renamed: never a half-written label map
+        labels.rio.to_raster(tmp, dtype="int32", driver="GTiff")
+        replace_atomically(tmp, output_path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
     return estimator
 
 
@@ -142,15 +153,23 @@ def cluster(
     max_iter: int = typer.Option(100, help="Maximum EM / Lloyd iterations."),
     seed: int = typer.Option(0, help="Random seed."),
     engine: str = typer.Option("auto", help="auto, reference, cpu or cuda."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUTPUT; without it the run is refused."),
 ) -> None:
     """Cluster the pixels of a raster by their features (e.g. a tscube result) into a label map."""
     with clean_errors():
         if not input_path.exists():
             raise FileNotFoundError(f"input {str(input_path)!r} does not exist")
-        began = time.perf_counter()
-        estimator = run_cluster(input_path, k, output, method=method, covariance_type=covariance_type, engine=engine,
-                                max_iter=max_iter, random_state=seed, variables=variables or None,
-                                standardize=standardize)
+        check_output(output, input_path, GEOTIFF_SUFFIXES, ".tif")  # before any work
+        with exclusive_lock(output):
+            if output.exists() and not overwrite:
+                raise FileExistsError(f"output {output.name} exists; pass --overwrite to replace it")
+            began = time.perf_counter()
+            estimator = run_cluster(input_path, k, output, method=method, covariance_type=covariance_type,
+                                    engine=engine, max_iter=max_iter, random_state=seed,
+                                    variables=variables or None, standardize=standardize)
+            stale = record_path(output)  # the run record of what the label map replaced
+            if stale.exists():
+                stale.unlink()
         typer.echo(f"{method} with {k} clusters: {time.perf_counter() - began:.2f} s, "
                    f"converged={getattr(estimator, 'converged_', 'n/a')}")
         typer.echo(f"written {output}")

@@ -12,7 +12,7 @@ import typer
 from .app import app, clean_errors
 from .options import (BfastInput, Dpi, Height, InputCube, StacInput, Start, Width, parse_history, parse_when,
                       with_bfast_input, with_stac_input)
-from .running import open_input
+from .running import check_output, open_input
 
 @app.command("plot")
 def plot_command(
@@ -29,7 +29,7 @@ def plot_command(
     from ..plot import read_result, result_maps
 
     with clean_errors():
-        check_figure_output(output, width, height, dpi)
+        check_figure_output(output, width, height, dpi, result_path)
         ds = read_result(result_path)
         fig = result_maps(ds, title=title or result_path.name, start_index=start_index,
                           figsize=(width / dpi, height / dpi))
@@ -58,7 +58,7 @@ def plot_pixel_command(
     from ..plot import locate_pixel, plot_pixel
 
     with clean_errors():
-        check_figure_output(output, width, height, dpi)
+        check_figure_output(output, width, height, dpi, input_path)
         start_value = parse_when(start, "start")
         history_value = parse_history(bfast.history)
         da = open_input(input_path, bfast.dates, bfast.date_pattern, bfast.variable, None, stac)
@@ -74,11 +74,12 @@ def plot_pixel_command(
         typer.echo(f"written {output}")
 
 
-def check_figure_output(output: Path, width: int, height: int, dpi: int) -> None:
-    if output.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
-        raise ValueError(f"output {output.name}: unsupported suffix {output.suffix!r} (use .png, .pdf or .svg)")
-    if not output.parent.exists():
-        raise FileNotFoundError(f"output folder {str(output.parent)!r} does not exist")
+#: What a figure can be written as.
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def check_figure_output(output: Path, width: int, height: int, dpi: int, input_path=None) -> None:
+    check_output(output, input_path, FIGURE_SUFFIXES, ".png, .pdf or .svg")
     if width < 100 or height < 100 or dpi < 10:
         raise ValueError(f"image too small: --width and --height must be at least 100 pixels, --dpi at least 10 "
                          f"(got {width} x {height} at {dpi} dpi)")

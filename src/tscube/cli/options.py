@@ -13,25 +13,24 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..timeaxis import parse_date
+
 def parse_when(text: str, name: str):
-    """A CLI date: ISO date (``2010-03-31``, ``20100331``, with an optional time), decimal
-    year (``2010.5``) or ``YEAR,CYCLE`` (R's ``c(2010, 4)``); anything else is refused."""
+    """A CLI date: a date as :func:`tscube.timeaxis.parse_date` reads every date
+    (``2010-03-31``, ``20100331``, with an optional time; no day/month or month/day
+    orders), a decimal year (``2010.5``) or ``YEAR,CYCLE`` (R's ``c(2010, 4)``); anything
+    else is refused."""
     text = text.strip()
     if re.fullmatch(r"\d{4}[,/]\d{1,3}", text):
         year, cycle = re.split(r"[,/]", text)
         return (int(year), int(cycle))
     if re.fullmatch(r"[-+]?\d+\.\d*|\d{4}", text):
         return float(text)
-    message = f"--{name} {text!r} is not a date (YYYY-MM-DD), a decimal year or YEAR,CYCLE"
-    # ISO 8601 only: forms such as 01/02/2020 read as month/day or day/month by locale
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?|\d{8}", text):
-        raise ValueError(message)
-    import pandas as pd
-
     try:
-        return pd.Timestamp(text)
-    except (ValueError, TypeError):
-        raise ValueError(message) from None
+        return parse_date(text, f"--{name}")
+    except ValueError as exc:
+        raise ValueError(f"--{name} {text!r} is not a date (YYYY-MM-DD), a decimal year or YEAR,CYCLE "
+                         f"({str(exc).split(': ', 1)[-1]})") from None
 
 
 def parse_history(text: str):
@@ -156,6 +155,8 @@ Resolution = Annotated[Optional[float], typer.Option(help="STAC input: output pi
 Merge = Annotated[Optional[str], typer.Option(help=(
     "STAC input: how the scenes of one day combine: first (default: first valid pixel by time, then item id), "
     "last, median, mean, min or max."))]
+Timeout = Annotated[Optional[float], typer.Option(help=(
+    "STAC input over http(s): seconds to connect and to wait for data before the run fails (default 60)."))]
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ class StacInput:
     crs: Optional[str]
     resolution: Optional[float]
     merge: Optional[str]
+    timeout: Optional[float]
 
     def options(self) -> dict:
         """Keyword arguments of ``open_stac`` (its defaults where an option is not given)."""
@@ -180,8 +182,8 @@ class StacInput:
         return options
 
     def params(self) -> dict:
-        """What a resumable run records of them."""
-        return {f"stac_{name}": value for name, value in vars(self).items()}
+        """What a resumable run records of them (all that makes the cube: not the timeout)."""
+        return {f"stac_{name}": value for name, value in vars(self).items() if name != "timeout"}
 
 
 def parse_bbox(text: str) -> tuple[float, ...]:
@@ -195,7 +197,7 @@ def parse_bbox(text: str) -> tuple[float, ...]:
 
 
 STAC_INPUT_OPTIONS = (("index", Index, None), ("mask", Mask, None), ("bbox", Bbox, None), ("crs", Crs, None),
-                       ("resolution", Resolution, None), ("merge", Merge, None))
+                       ("resolution", Resolution, None), ("merge", Merge, None), ("timeout", Timeout, None))
 #: The options of :class:`StacInput` in place of a command's ``stac`` parameter.
 with_stac_input = with_option_group("stac", StacInput, STAC_INPUT_OPTIONS)
 

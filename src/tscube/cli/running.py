@@ -127,10 +127,16 @@ def run_resumable(template, output: Path, *, command: str, params: dict, input_p
     return summary
 
 
-def check_output(output: Path) -> None:
+def check_output(output: Path, input_path, suffixes=None, kinds: str = ".tif, .nc or .zarr") -> None:
+    """Refuse, before any work, an output of another kind than ``suffixes`` (default: the
+    result files), in a folder that does not exist, or that is the input or inside it
+    (:func:`tscube.runs.check_apart_from_inputs`)."""
     from ..io import GEOTIFF_SUFFIXES, NETCDF_SUFFIXES, ZARR_SUFFIXES
+    from ..runs import check_apart_from_inputs
 
-    if output.suffix.lower() not in GEOTIFF_SUFFIXES + NETCDF_SUFFIXES + ZARR_SUFFIXES:
-        raise ValueError(f"output {output.name}: unsupported suffix {output.suffix!r} (use .tif, .nc or .zarr)")
+    suffixes = suffixes or GEOTIFF_SUFFIXES + NETCDF_SUFFIXES + ZARR_SUFFIXES
+    if output.suffix.lower() not in suffixes:
+        raise ValueError(f"output {output.name}: unsupported suffix {output.suffix!r} (use {kinds})")
     if not output.parent.exists():
         raise FileNotFoundError(f"output folder {str(output.parent)!r} does not exist")
+    check_apart_from_inputs(output, input_path)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..io import GEOTIFF_SUFFIXES
 from .app import app, clean_errors
 from .options import (DatePattern, DatesFile, InputCube, Memory, Nodata, Overwrite, Progress, Scheduler, Variable,
                       Workers, StacInput, as_int, with_stac_input)
@@ -39,7 +40,10 @@ def stl_command(
     from ..xr import stl_xarray
 
     with clean_errors():
-        check_output(output)
+        check_output(output, input_path)
+        if components and output.suffix.lower() in GEOTIFF_SUFFIXES:
+            raise ValueError("--components writes series over time, which a GeoTIFF of maps cannot hold: write .nc "
+                             "or .zarr")
         seasonal_value = seasonal if seasonal == "periodic" else as_int(seasonal, "seasonal")
         da = open_input(input_path, dates, date_pattern, variable, memory, stac)
         typer.echo(f"{input_name(input_path)}: {da.sizes['time']} dates, {da.size // da.sizes['time']} pixels")

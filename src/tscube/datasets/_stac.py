@@ -218,19 +218,22 @@ def make_stac_catalog(folder, *, sensor: str = "sentinel-2", asset_names: str = 
 
 
 @contextmanager
-def serve_folder(folder):
+def serve_folder(folder, stall=None):
     """Serve ``folder`` over HTTP on the loopback interface while the context is open.
 
     Yields ``(base_url, requests)``: the URL of the folder (``http://127.0.0.1:PORT``)
     and the list of the paths requested so far. Answers byte-range requests, as object
     stores do, so that GDAL reads COGs by their tiles. For tests and benchmarks: the
-    same catalog local and "remote", without a network.
+    same catalog local and "remote", without a network. ``stall``: a function of a
+    request's path; where it is true the server accepts the request and never answers
+    (a frozen server), until the context closes.
     """
     import threading
     from functools import partial
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
     requests: list[str] = []
+    closing = threading.Event()
 
     class Handler(SimpleHTTPRequestHandler):
         def log_message(self, *args):  # quiet
@@ -238,6 +241,9 @@ def serve_folder(folder):
 
         def do_GET(self):  # noqa: N802 - http.server's name
             requests.append(self.path)
+            if stall is not None and stall(self.path):
+                closing.wait()
+                return None
             path = Path(self.translate_path(self.path))
             match = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
             if match is None or not path.is_file():
@@ -268,6 +274,7 @@ def serve_folder(folder):
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", requests
     finally:
+        closing.set()
         server.shutdown()
         server.server_close()
         thread.join()

@@ -23,10 +23,18 @@ def check_numeric_dtype(values: np.ndarray, what: str = "data") -> None:
         raise TypeError(f"{what} must be a float or integer array, got dtype {values.dtype}")
 
 
+def as_numbers(values: np.ndarray, what: str = "data") -> np.ndarray:
+    """``values`` as the engines take them: float or integer numbers (anything else is
+    refused, :func:`check_numeric_dtype`), float16 widened to float32 (no kernel computes in
+    half precision, and float32 holds every float16 exactly)."""
+    check_numeric_dtype(values, what)
+    return values.astype(np.float32) if values.dtype == np.float16 else values
+
+
 def as_time_first(data) -> np.ndarray:
-    """``data`` as an array of numbers with a time axis first (shape ``(T, ...)``)."""
-    values = np.asarray(data)
-    check_numeric_dtype(values)
+    """``data`` as an array of numbers (:func:`as_numbers`) with a time axis first (shape
+    ``(T, ...)``)."""
+    values = as_numbers(np.asarray(data))
     if values.ndim == 0:
         raise ValueError("data must have a time axis first: shape (T, ...), got a scalar")
     return values

@@ -49,8 +49,8 @@ from ..monitor import OUTPUT_DTYPES, BfastStatus
 from ._cpu import (CHANGED_BREAK, CHANGED_INF, CHANGED_STATUS, CODE_KINDS, HOT_WIDTH, RECORD_LANES, RESULT_OUTPUTS,
                    update_band_files)
 from .dataset import STATE_PREFIX, normalise_dates, state_lanes
-from .state import (STATE_FIELDS, STATE_VERSION, STATIC, fit_arrays, hot_record, monitoring_test, new_design,
-                    result_buffers, state_part, state_result, with_hot)
+from .state import (STATE_FIELDS, STATE_VERSION, STATIC, check_image_dtype, fit_arrays, hot_record, monitoring_test,
+                    new_design, result_buffers, state_part, state_result, with_hot)
 
 #: The directory of the state inside a saved state's Zarr store.
 STATE_DIR = ".tscube-state"
@@ -338,6 +338,7 @@ def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -
     from ...runs import quiet_zarr
     from ...timeaxis import build_time_axis
 
+    check_image_dtype(model, values)
     directory = state_dir(root)
     manifest = read_manifest(root)
     generation = int(manifest["generation"])

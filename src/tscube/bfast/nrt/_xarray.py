@@ -14,11 +14,13 @@ the pixel chunks of a cube; :func:`run_nrt` runs it into a Zarr store:
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
 from ...engines import resolve
+from ...io import SCENE_TYPE_ATTR, check_scene_type, scene_type_of
 from ..monitor import BfastStatus
 from . import _store as store
 from .dataset import (STATE_DIMS, model_from_attrs, normalise_dates, state_attrs, state_variables, store_uncompressed,
@@ -67,6 +69,8 @@ def nrt_fit_xarray(da, start, *, time_dim: str = "time", memory=None, engine: st
         ds[name].attrs.update(variable_attrs(name))
     describe_variables(ds, {}, BfastStatus, "pixel status (tscube.BfastStatus)")
     ds.attrs.update(state_attrs(model))
+    if SCENE_TYPE_ATTR in da.attrs:  # what later scenes must be (tscube.io.check_scene_type)
+        ds.attrs[SCENE_TYPE_ATTR] = da.attrs[SCENE_TYPE_ATTR]
     return store_uncompressed(ds)
 
 
@@ -140,7 +144,7 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | N
     run_args = dict(input_id=input_id, status_enum=BfastStatus, progress=progress, client=client, echo=echo)
     template_args = dict(template_args)
     start, memory, engine = (template_args.pop(key) for key in ("start", "memory", "engine"))
-    with exclusive_lock(output.with_name(f"{output.name}.nrt")):  # run_chunked locks OUT itself
+    with exclusive_lock(output):  # the lock of every writer of OUT (run_chunked takes it again)
         record = read_json(output / RECORD_NAME) if output.is_dir() else None
         if overwrite or not output.exists() or (record and record.get("command") == FIT_COMMAND
                                                 and not record.get("complete")):
@@ -186,6 +190,9 @@ def run_nrt(template_args: dict, da, output, *, params: dict, input_id: dict | N
         if tuple(new_da.sizes[d] for d in pixel_dims) != grid:
             raise ValueError(f"the input's grid {tuple(new_da.sizes[d] for d in pixel_dims)} is not the state's {grid}")
         _check_same_georeference(new_da, output, pixel_dims)
+        fitted_kind, new_kind = group.attrs.get(SCENE_TYPE_ATTR), scene_type_of(new_da)
+        if fitted_kind is not None and new_kind is not None:
+            check_scene_type(new_kind, json.loads(fitted_kind), "the new scenes", f"while {output.name} was fitted on")
         values = np.asarray(new_da.transpose("time", *pixel_dims).values).reshape(len(positions), -1)
         _, counts = store.update_files(output, model, values, input_dates[positions], group)
         return RunSummary(pixels=int(np.prod(grid, dtype=np.int64)), status_counts=counts["status_counts"],

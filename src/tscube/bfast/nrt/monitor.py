@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.inputs import check_numeric_dtype
+from ..core.inputs import as_numbers
 from ..monitor import BfastMonitorResult
 from .dataset import (LAST_UPDATE_ATTR, STATE_PREFIX, model_from_attrs, normalise_dates, state_dataset,
                       state_from_dataset, store_uncompressed, strip_chunks)
@@ -34,9 +34,12 @@ def _as_input(data, dates, time_dim: str):
         coords = None
     if values.ndim == 0:
         raise ValueError("data must have a time axis first: shape (T, ...)")
-    check_numeric_dtype(values, "images")
+    values = as_numbers(values, "images")
+    dates = normalise_dates(dates)
+    if dates.ndim != 1 or dates.size != values.shape[0]:
+        raise ValueError(f"{values.shape[0]} images on the time axis but {dates.size} dates: give one date per image")
     pixel_shape = values.shape[1:]
-    return values.reshape(values.shape[0], int(np.prod(pixel_shape))), normalise_dates(dates), pixel_dims, coords, pixel_shape
+    return values.reshape(values.shape[0], int(np.prod(pixel_shape))), dates, pixel_dims, coords, pixel_shape
 
 
 class BfastMonitor:
@@ -93,10 +96,13 @@ class BfastMonitor:
         self.last_update_dates_ = len(dates)
         return self
 
+    def _check_fitted(self, method: str) -> None:
+        if not hasattr(self, "state_"):
+            raise RuntimeError(f"call fit() before {method}(): this BfastMonitor holds no state yet")
+
     def update(self, data, dates=None, *, time_dim: str = "time") -> np.ndarray:
         """Monitor new images (dates after the last one seen); returns the ``alert_`` map."""
-        if not hasattr(self, "state_"):
-            raise RuntimeError("call fit() before update()")
+        self._check_fitted("update")
         values, new_dates, pixel_dims, _, pixel_shape = _as_input(data, dates, time_dim)
         if pixel_shape != self.pixel_shape_:
             raise ValueError(f"new images are shaped {pixel_shape}, the state {self.pixel_shape_}")
@@ -109,6 +115,7 @@ class BfastMonitor:
 
     def result(self) -> BfastMonitorResult:
         """The :class:`BfastMonitorResult` over every date seen (equal to ``bfast_monitor`` on them)."""
+        self._check_fitted("result")
         outputs = state_result(self.state_, self.model_, self.dates_)
         attrs = {key: self.model_[key] for key in ("start", "order", "trend", "regressors", "h", "end", "critval",
                                                    "history", "freq", "engine")}
@@ -118,6 +125,7 @@ class BfastMonitor:
 
     def to_dataset(self):
         """The result, ``alert`` and the state (``state_*`` variables) as an :class:`xarray.Dataset`."""
+        self._check_fitted("to_dataset")
         coords = {d: np.arange(n) for d, n in zip(self.pixel_dims_, self.pixel_shape_)}
         coords.update(self.pixel_coords_ or {})
         ds = state_dataset(self.state_, self.model_, self.dates_, self.alert_, self.pixel_dims_, coords)
@@ -162,23 +170,25 @@ class BfastMonitor:
         :mod:`tscube.bfast.nrt._store`), which :func:`update_saved` and ``tscube monitor
         --update`` update in place; ``.nc``: the dataset of :meth:`to_dataset`."""
         from ...io import replace_atomically, temporary_path, write_result
-        from ...runs import quiet_zarr
+        from ...runs import exclusive_lock, quiet_zarr
         from ._store import GENERATION_ATTR, write_state
 
+        self._check_fitted("save")
         path = Path(path)
-        if path.suffix.lower() != ".zarr":
-            write_result(self.to_dataset(), path)
-            return
-        ds = self.to_dataset()
-        result = ds.drop_vars([n for n in ds.data_vars if n.startswith(STATE_PREFIX)] + ["date", "monitor_time"])
-        result.attrs.update({GENERATION_ATTR: 0, "tscube_last_date": str(self.dates_[-1])})
-        tmp = temporary_path(path)
-        shutil.rmtree(tmp, ignore_errors=True)
-        with quiet_zarr():
-            strip_chunks(store_uncompressed(result)).to_zarr(tmp, mode="w")
-        write_state(tmp, self.state_.__getitem__, self.dates_, int(np.prod(self.pixel_shape_, dtype=np.int64)),
-                    last_update_dates=self.last_update_dates_)
-        replace_atomically(tmp, path)
+        with exclusive_lock(path):  # the one lock of every writer of the output
+            if path.suffix.lower() != ".zarr":
+                write_result(self.to_dataset(), path)
+                return
+            ds = self.to_dataset()
+            result = ds.drop_vars([n for n in ds.data_vars if n.startswith(STATE_PREFIX)] + ["date", "monitor_time"])
+            result.attrs.update({GENERATION_ATTR: 0, "tscube_last_date": str(self.dates_[-1])})
+            tmp = temporary_path(path)
+            shutil.rmtree(tmp, ignore_errors=True)
+            with quiet_zarr():
+                strip_chunks(store_uncompressed(result)).to_zarr(tmp, mode="w")
+            write_state(tmp, self.state_.__getitem__, self.dates_, int(np.prod(self.pixel_shape_, dtype=np.int64)),
+                        last_update_dates=self.last_update_dates_)
+            replace_atomically(tmp, path)
 
     @classmethod
     def load(cls, path) -> "BfastMonitor":
@@ -221,7 +231,7 @@ def update_saved(path, data, dates=None, *, time_dim: str = "time") -> np.ndarra
     if not store.has_state(path):
         raise ValueError(f"{path.name} holds no monitoring state (save a BfastMonitor to .zarr, or run "
                          "tscube monitor --update)")
-    with exclusive_lock(path.with_name(f"{path.name}.nrt")):
+    with exclusive_lock(path):  # the one lock of every writer of the output
         group = store.open_result(path)
         with quiet_zarr():
             model = model_from_attrs(group.attrs)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...timeaxis import TIME_TOL, build_time_axis
 from ..core.design import build_design
-from ..core.inputs import invalid_mask
+from ..core.inputs import check_numeric_dtype, invalid_mask
 from ..monitor import OUTPUT_DTYPES, BfastStatus, bfast_monitor_array, empty_outputs
 from ..monitor.history import ROC_LAMBDA_05, history_first
 from ..monitor.plan import MonitorPlan
@@ -138,7 +138,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
         "critval": float(attrs["critval"]), "history": attrs["history"], "freq": freq,
         "nodata": params.get("nodata"), "engine": attrs["engine"], "regressors": list(design.names),
         "trend_centre": float(design.trend_centre), "trend_scale": float(design.trend_scale),
-        "window_slots": max(int(math.floor(h * begin)), 1),
+        "window_slots": max(int(math.floor(h * begin)), 1), "input_dtype": str(values.dtype),
     }
     options = sorted(key for key in params if key not in MODEL_PARAMS)
     model.update({key: params[key] for key in options}, options=options)
@@ -251,15 +251,32 @@ def update_state(state: dict, model: dict, dates, values: np.ndarray, new_dates)
     residual store grows (into its buffer's spare rows), so the returned state holds a new
     ``residuals`` array.
     """
+    check_image_dtype(model, values)  # before the residual rows grow
     n_new = len(join_dates(dates, new_dates)) - len(dates)  # refuses dates that are not later
     new = dict(state, residuals=_more_rows(state["residuals"], n_new))
     monitor_new_dates(new, model, dates, values, new_dates)
     return new
 
 
+def check_image_dtype(model: dict, values: np.ndarray) -> None:
+    """Refuse new images whose numbers are of another kind than those the state was fitted
+    on (model's ``input_dtype``): integers of another type, or integers where floats were
+    (a scaled int16 NDVI after float NDVI would be monitored as a change of 10000x); floats
+    of any precision are taken for floats. States saved before this rule are not checked."""
+    check_numeric_dtype(values, "images")
+    fitted = model.get("input_dtype")
+    if fitted is None:
+        return
+    fitted, new = np.dtype(fitted), np.dtype(values.dtype)
+    if new != fitted and not (fitted.kind == "f" and new.kind == "f"):
+        raise TypeError(f"the new images are {new}, the state was fitted on {fitted} images: images of one series "
+                        f"must share their type and scale; convert them to {fitted}")
+
+
 def monitor_new_dates(state: dict, model: dict, dates, values: np.ndarray, new_dates) -> None:
     """Monitor the new images ``values`` ``(T_new, P)`` at ``new_dates`` into ``state``, in
     place; ``state["residuals"]`` already ends with ``T_new`` rows of NaN for them."""
+    check_image_dtype(model, values)
     _, _, rows, X = new_design(model, dates, new_dates)
     Y, inf_added = _as_lanes(values, model["nodata"])
     _advance_state(state, Y, rows, X, model, count_valid=True, inf_added=inf_added)
