@@ -64,6 +64,9 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
 #: Fewer simulated paths for critical values outside R's table (tscube.bfast.monitor.critval):
 #: quicker, still within the table's precision (tests/test_bfast_critval.py).
 TEST_CRITVAL_PATHS = 20_000
+#: Fewer simulated paths per cell of calibrated critical values (bfast_monitor(calibrate=True),
+#: tscube.bfast.monitor.calibration): enough beyond the quantiles of level 0.05 and 0.01.
+TEST_CALIBRATION_PATHS = 6000
 
 
 @pytest.fixture(autouse=True)
@@ -73,6 +76,7 @@ def _critval_simulations(tmp_path_factory, monkeypatch):
     from tscube import config
 
     monkeypatch.setattr(config, "CRITVAL_PATHS", TEST_CRITVAL_PATHS)
+    monkeypatch.setattr(config, "CALIBRATION_PATHS", TEST_CALIBRATION_PATHS)
     monkeypatch.setenv("TSCUBE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "critval-cache"))
 
 

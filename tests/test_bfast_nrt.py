@@ -343,10 +343,32 @@ def test_saved_state_errors(tmp_path):
             call()
     assert _nrt_store.read_manifest(path) == before
     manifest = _nrt_store.state_dir(path) / _nrt_store.MANIFEST
-    manifest.write_text(json.dumps(dict(before, version=before["version"] - 1)))
+    manifest.write_text(json.dumps(dict(before, version=min(_nrt_store.READABLE_VERSIONS) - 1)))
     for call in (lambda: update_saved(path, cube.data[90:91], cube.dates[90:91]), lambda: BfastMonitor.load(path)):
         with pytest.raises(ValueError, match="fit again"):
             call()
+
+
+def test_version_5_states_load_and_update(tmp_path):
+    """A state saved before per-pixel critical values (layout 5: no ``critval`` array)
+    loads, updates and gives the results of the current layout."""
+    import json
+
+    from tscube.bfast.nrt import _store as _nrt_store
+    from tscube.bfast.nrt import update_saved
+
+    cube = _cube(0.4, shape=(3, 4))
+    path = tmp_path / "old.zarr"
+    BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data[:90], cube.dates[:90]).save(path)
+    directory = _nrt_store.state_dir(path)
+    (directory / "static" / "critval.npy").unlink()
+    manifest = directory / _nrt_store.MANIFEST
+    manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), version=5)))
+    update_saved(path, cube.data[90:], cube.dates[90:])
+    expected = BfastMonitor(cube.dates[70], freq=23, engine="cpu").fit(cube.data, cube.dates).result()
+    got = BfastMonitor.load(path).result()
+    np.testing.assert_array_equal(got.break_index, expected.break_index)
+    np.testing.assert_array_equal(got.critval, expected.critval)
 
 
 def test_cusum_process_from_the_state():

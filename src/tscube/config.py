@@ -50,6 +50,10 @@ _DEFAULTS = dict(
     CRITVAL_PATHS=100_000,
     CRITVAL_SEED=20241124,
     CRITVAL_CACHE_DIR=None,
+    # calibrated critical values (bfast_monitor(calibrate=True), tscube.bfast.monitor.calibration):
+    # simulated paths per cell of the (history size, monitoring ratio, stretch) grid; a
+    # cell's critical values are simulated once and cached beside the simulated ones.
+    CALIBRATION_PATHS=20_000,
     # network reads (STAC catalogs and their assets, tscube.stac): seconds to connect and
     # seconds any one read may wait for data before the run fails with an error naming the
     # URL (a frozen server never hangs a run); CLI --timeout.

@@ -150,6 +150,22 @@ def test_cuda_season_dummies_on_gappy_histories(pattern):
         assert np.count_nonzero(got.status == BfastStatus.SINGULAR_DESIGN) == 3
 
 
+@pytest.mark.parametrize("process", ["OLS-MOSUM", "OLS-CUSUM"])
+def test_cuda_calibrated_critical_values_equal_reference(process, monkeypatch):
+    """calibrate=True: each pixel's own critical value reaches the kernel (breaks, statistics
+    and the critval output as the reference's), on a cloudy cube with ROC histories."""
+    monkeypatch.setattr(config, "CALIBRATION_PATHS", 6000)
+    cube = make_cube(80, 10, 0.3, seed=5)
+    kwargs = dict(dates=dates_of(80), start=2000 + 56 / FREQ, freq=FREQ, order=1, h=0.25, history="ROC",
+                  type=process, calibrate=True, return_process=True)
+    got = bfast_monitor(cube, engine="cuda", **kwargs)
+    assert_same_as_cpu_engines(got, cube, process=True, **kwargs)
+    expected = bfast_monitor(cube, engine="reference", **kwargs)
+    np.testing.assert_allclose(got.critval, expected.critval, rtol=1e-12, equal_nan=True)
+    monitored = got.status == BfastStatus.OK
+    assert monitored.sum() >= 5 and (got.critval[monitored] != got.attrs["critval"]).all()
+
+
 def test_cuda_chunks_and_streams_give_the_same_result(monkeypatch):
     """A budget of a few pixels per chunk: several chunks over the two buffer sets."""
     cube = make_cube(48, 10, 0.5, seed=7)

@@ -12,6 +12,7 @@ from ...engines import load, register, resolve
 from ...timeaxis import TIME_TOL, build_time_axis, format_when, to_decimal_year
 from ..core.design import build_design, n_regressors
 from ..core.inputs import as_time_first, check_nodata, check_order
+from .calibration import calibrate_plan
 from .critval import check_process_type, critical_value
 from .history import HISTORY_METHODS, ROC_LAMBDA_05
 from .plan import MAX_REGRESSORS, MonitorPlan
@@ -63,7 +64,7 @@ def _as_starts(start, axis) -> tuple[np.ndarray, bool]:
 
 def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = True, season: bool = False,
                         type: str = "OLS-MOSUM", h: float = 0.25, level=0.05, end: float = 10, history="ROC",
-                        freq=None, nodata=None, return_process: bool = False,
+                        freq=None, nodata=None, return_process: bool = False, calibrate: bool = False,
                         engine: str = "auto") -> BfastMonitorResult:
     """:func:`tscube.bfast_monitor` of a NumPy ``data`` ``(T, ...)`` (same parameters)."""
     values = as_time_first(data)
@@ -117,6 +118,8 @@ def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = Tru
     # a second time for its 'A' layout).
     flat = np.ascontiguousarray(values.reshape(values.shape[0], -1))
     engine = resolve("bfast_monitor", engine, flat.size)
+    if calibrate:
+        plan = calibrate_plan(flat, plan, level_monitor)
     outputs = load("bfast_monitor", engine).run(flat, plan)
 
     lead = (plan.n_starts,) if many_starts else ()
@@ -138,6 +141,7 @@ def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = Tru
         level=(level_monitor, level_roc),
         end=end,
         critval=critval,
+        calibrate=bool(calibrate),
         history=history if isinstance(history, str) else float(history_time),
         freq=axis.freq,
         engine=engine,

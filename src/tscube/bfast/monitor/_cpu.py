@@ -411,7 +411,7 @@ def _pixel_tail(
 @jit(fastmath=CONTRACT)
 def _monitor_block(
     T, p0, width, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order, monitor_begin, h,
-    critval, cusum,
+    critvals, cusum,
     use_pre, Gpre, bpre,
     W, Y, M, Ym, E, R, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
@@ -451,8 +451,8 @@ def _monitor_block(
         The starts by increasing ``monitor_begin``.
     monitor_begin : int64 (S,)
         First date index of each start's monitoring period.
-    h, critval : float; cusum : bool
-        MOSUM bandwidth, critical value; OLS-CUSUM instead of OLS-MOSUM.
+    h : float; critvals : float64 (S, P); cusum : bool
+        MOSUM bandwidth, each pixel's critical value per start; OLS-CUSUM instead of OLS-MOSUM.
     use_pre : bool; Gpre, bpre : float64 (S, kk, P), (S, k, P)
         Take each start's Gram and X'y from ``Gpre``/``bpre`` (the "blas" formulation).
     W, Y : float64 (T, lanes)
@@ -606,7 +606,7 @@ def _monitor_block(
             if active[q]:
                 _pixel_tail(
                     C[q], offset, q, p0 + q, s, W, begin, int(nh[q]), int(mcount[q]), rss[q], esum[q], ysum[q],
-                    ymax[q], k, time, h, critval, cusum, sel,
+                    ymax[q], k, time, h, critvals[s, p0 + q], cusum, sel,
                     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
                     process, boundary, want_process,
                 )
@@ -615,7 +615,7 @@ def _monitor_block(
 @jit(parallel=True)
 def _monitor_simd_kernel(
     values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
-    monitor_begin, h, critval, cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
+    monitor_begin, h, critvals, cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,
@@ -630,7 +630,7 @@ def _monitor_simd_kernel(
         The cube, pixels flattened.
     nodata : float; has_nodata : bool
         The value marking missing data (:func:`~tscube.bfast.core.inputs.kernel_nodata`).
-    X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order, monitor_begin, h, critval, cusum
+    X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order, monitor_begin, h, critvals, cusum
         As in :func:`_monitor_block`.
     block : int
         Pixels per block (``config.CPU_BLOCK_PIXELS``).
@@ -672,7 +672,7 @@ def _monitor_simd_kernel(
             _load_block(values, p0, width, nodata, has_nodata, W, Y, vec[0], vec[1])
             _monitor_block(
                 T, p0, width, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
-                monitor_begin, h, critval, cusum, use_pre, Gpre, bpre,
+                monitor_begin, h, critvals, cusum, use_pre, Gpre, bpre,
                 W, Y, M, Ym, E, R, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
                 status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
                 history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
@@ -793,7 +793,9 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         boundary = np.full((S, n_dates, n_pixels), np.nan)
     else:
         process = boundary = np.empty((1, 1, 1))
-    first_hist, flagged = history_first(values, plan)
+    first_hist, flagged = plan.history_first or history_first(values, plan)
+    critvals = plan.pixel_critvals(n_pixels)
+    out["critval"][...] = critvals
     X = plan.design.matrix
     k = X.shape[1]
     levels, all_levels = plan.design.kernel_levels()
@@ -809,7 +811,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
 
         monitor_kernel(
             values, nodata, has_nodata, X, levels, all_levels, plan.axis.time, first_hist, monitor_begin,
-            plan.h, plan.critval, plan.cusum, int(config.CPU_BLOCK_PIXELS), *outputs,
+            plan.h, critvals, plan.cusum, int(config.CPU_BLOCK_PIXELS), *outputs,
         )
     else:
         low = np.tril_indices(k)
@@ -833,7 +835,7 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
         _monitor_simd_kernel(
             values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, plan.axis.time, first_hist, order,
-            monitor_begin, plan.h, plan.critval, plan.cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
+            monitor_begin, plan.h, critvals, plan.cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
             *outputs,
         )
     if flagged is not None:

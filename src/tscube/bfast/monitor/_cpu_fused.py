@@ -98,7 +98,7 @@ def _monitor_one(
 
 @jit(parallel=True, fastmath=CONTRACT)
 def monitor_kernel(
-    values, nodata, has_nodata, X, levels, all_levels, time, first_hist, monitor_begin, h, critval, cusum, block,
+    values, nodata, has_nodata, X, levels, all_levels, time, first_hist, monitor_begin, h, critvals, cusum, block,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,
@@ -144,7 +144,7 @@ def monitor_kernel(
                     continue
                 status[s, p] = STATUS_OK
                 _monitor_one(
-                    y, rows, nv, X, levels, all_levels, time, first_hist[s, p], monitor_begin[s], h, critval, cusum,
+                    y, rows, nv, X, levels, all_levels, time, first_hist[s, p], monitor_begin[s], h, critvals[s, p], cusum,
                     G, xy, beta, work, resid, sel, p, s,
                     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
                     history_start, n_history, n_monitor, process, boundary, want_process,

@@ -63,7 +63,7 @@ def _bytes_per_pixel(n_dates: int, k: int, n_starts: int, itemsize: int, process
     from . import _cuda_kernels as kern
 
     per_date = itemsize + 8 + 1 + 8 + 8 + 4  # raw, y_rows, mask, r_buf, r_comp, keys
-    per_start = 4 + 1 + 4 * kern.N_INT + 8 * kern.N_FLOAT  # history_begin, flag, int and float outputs
+    per_start = 4 + 1 + 8 + 4 * kern.N_INT + 8 * kern.N_FLOAT  # history_begin, flag, critval, outputs
     fixed = 8 * k * k + 8 * 2 * k + 4  # G, b, beta, singular
     return n_dates * per_date + n_starts * per_start + fixed + (16 * n_starts * n_dates if process else 0)
 
@@ -81,11 +81,13 @@ class _Buffers:
         self.h_raw = pin(n_dates * chunk, raw_dtype)
         self.h_begin = pin(n_starts * chunk, np.int32)
         self.h_flag = pin(n_starts * chunk, np.int8)
+        self.h_crit = pin(n_starts * chunk, np.float64)
         self.h_int = pin(kern.N_INT * n_starts * chunk, np.int32)
         self.h_float = pin(kern.N_FLOAT * n_starts * chunk, np.float64)
         self.d_raw = dev(n_dates * chunk, raw_dtype)
         self.d_begin = dev(n_starts * chunk, np.int32)
         self.d_flag = dev(n_starts * chunk, np.int8)
+        self.d_crit = dev(n_starts * chunk, np.float64)
         self.d_int = dev(kern.N_INT * n_starts * chunk, np.int32)
         self.d_float = dev(kern.N_FLOAT * n_starts * chunk, np.float64)
         self.d_y = dev(n_dates * chunk, np.float64)
@@ -119,8 +121,8 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     plan : MonitorPlan
     history_begin : int ndarray (S, P), optional
         Per start and pixel, the first time index eligible for the stable history.
-        Default: ``plan.history_begin`` ("fixed"), 0 ("all"), or for "ROC"/"BP" the cpu
-        engine's per-pixel selection.
+        Default: ``plan.history_begin`` ("fixed"), 0 ("all"), or for "ROC"/"BP" the
+        selection in ``plan.history_first`` or else the cpu engine's.
     history_flagged : bool ndarray (S, P), optional
         Pixels whose selection was flagged: status ROC_NO_CROSSING (BP_TOO_SHORT for
         ``history="BP"``) instead of OK.
@@ -145,6 +147,10 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     if timings is not None:
         timings.clear()
         timings.update(selection=0.0, h2d=0.0, kernels=0.0, d2h=0.0)
+    if history_begin is None and plan.history_first is not None:
+        history_begin, selected_flags = plan.history_first
+        if history_flagged is None:
+            history_flagged = selected_flags
     if history_begin is None and plan.history not in ("all", "fixed"):
         # the sequential per-pixel tests run on the cpu; the monitoring on the GPU
         started = time.perf_counter()
@@ -157,11 +163,12 @@ def run(values: np.ndarray, plan: MonitorPlan, history_begin=None, history_flagg
     flags_all = (np.zeros((n_starts, n_pixels), np.int8) if history_flagged is None  # status codes
                  else np.asarray(history_flagged).astype(np.int8).reshape(n_starts, n_pixels)
                  * np.int8(flag_status(plan.history)))
+    critvals = plan.pixel_critvals(n_pixels)
     with DEVICE_LOCK:
-        return _run_locked(cuda, values, plan, begin_all, flags_all, timings)
+        return _run_locked(cuda, values, plan, begin_all, flags_all, critvals, timings)
 
 
-def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, np.ndarray]:
+def _run_locked(cuda, values, plan, begin_all, flags_all, critvals, timings) -> dict[str, np.ndarray]:
     from . import _cuda_kernels as kern
 
     n_dates, n_pixels = values.shape
@@ -171,6 +178,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
     if k > kern.MAX_REGRESSORS:
         raise ValueError(f"the cuda engine supports at most {kern.MAX_REGRESSORS} regressors, got {k}")
     outputs = empty_outputs(n_starts, n_pixels)
+    outputs["critval"][...] = critvals
     if plan.return_process:
         outputs["process"] = np.full((n_starts, n_dates, n_pixels), np.nan)
         outputs["boundary"] = np.full((n_starts, n_dates, n_pixels), np.nan)
@@ -217,14 +225,18 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
         np.copyto(h_begin, begin_all[:, p0:p1])
         h_flag = view(buf.h_flag, n_starts, m)
         np.copyto(h_flag, flags_all[:, p0:p1])
+        h_crit = view(buf.h_crit, n_starts, m)
+        np.copyto(h_crit, critvals[:, p0:p1])
         d_raw = view(buf.d_raw, n_dates, m)
         d_begin = view(buf.d_begin, n_starts, m)
         d_flag = view(buf.d_flag, n_starts, m)
+        d_crit = view(buf.d_crit, n_starts, m)
         steps = StepEvents(cuda, stream, timings)
         mark = steps.mark
         d_raw.copy_to_device(h_raw, stream=stream)
         d_begin.copy_to_device(h_begin, stream=stream)
         d_flag.copy_to_device(h_flag, stream=stream)
+        d_crit.copy_to_device(h_crit, stream=stream)
         mark("h2d")
         d_int = view(buf.d_int, kern.N_INT, n_starts, m)
         d_float = view(buf.d_float, kern.N_FLOAT, n_starts, m)
@@ -265,7 +277,7 @@ def _run_locked(cuda, values, plan, begin_all, flags_all, timings) -> dict[str, 
             mark("solve")
             monitor[m, tpb_pixel, stream](
                 d_X, d_y, d_beta, d_singular, d_begin, d_flag, s, float(plan.h),
-                float(plan.critval), bool(plan.cusum), bool(plan.return_process), d_int, d_float, d_r, d_rc,
+                d_crit, bool(plan.cusum), bool(plan.return_process), d_int, d_float, d_r, d_rc,
                 d_keys, d_proc, d_bnd)
             mark("monitor")
         d_int.copy_to_host(view(buf.h_int, kern.N_INT, n_starts, m), stream=stream)

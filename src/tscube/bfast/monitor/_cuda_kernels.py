@@ -288,7 +288,7 @@ def solve_kernel(k: int, tpb: int):
 def monitor_kernel(k: int, tpb: int):
     """Kernel of one monitoring start, block per pixel (paper ker 6-10).
 
-    Arguments ``(X, y_rows, beta, singular, history_begin, flagged, s, h, critval, cusum,
+    Arguments ``(X, y_rows, beta, singular, history_begin, flagged, s, h, critvals, cusum,
     return_process, i_out, f_out, r_buf, r_comp, keys, proc_out, bnd_out)``.
 
     Per pixel: status by precedence; residuals of every valid observation from the
@@ -304,7 +304,7 @@ def monitor_kernel(k: int, tpb: int):
     perfect_rtol = PERFECT_FIT_RTOL
 
     @cuda.jit
-    def monitor(X, y_rows, beta, singular, history_begin, flagged, s, h, critval, cusum,
+    def monitor(X, y_rows, beta, singular, history_begin, flagged, s, h, critvals, cusum,
                 return_process, i_out, f_out, r_buf, r_comp, keys, proc_out, bnd_out):
         p = cuda.blockIdx.x
         tid = cuda.threadIdx.x
@@ -422,6 +422,7 @@ def monitor_kernel(k: int, tpb: int):
         block_scan_row(r_comp[p, :count], r_buf[p, :count], scan_f, False, 0.0)
         cuda.syncthreads()
         scale = sigma * math.sqrt(numba.float64(n))
+        critval = critvals[s, p]
         local_sum = 0.0
         local_max = 0.0
         local_bad = 0.0

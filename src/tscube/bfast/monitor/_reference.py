@@ -45,9 +45,11 @@ def log_plus(x: np.ndarray) -> np.ndarray:
     return np.where(x > np.e, np.log(np.maximum(x, np.e)), 1.0)
 
 
-def monitoring_process(residuals: np.ndarray, n: int, sigma: float, plan: MonitorPlan) -> tuple[np.ndarray, np.ndarray]:
+def monitoring_process(residuals: np.ndarray, n: int, sigma: float, plan: MonitorPlan,
+                       critval: float) -> tuple[np.ndarray, np.ndarray]:
     """The monitoring process and its boundary at each monitoring observation, from the
-    residuals of every observation from the history start on (the ``n`` history ones first).
+    residuals of every observation from the history start on (the ``n`` history ones first)
+    and the pixel's critical value.
 
     OLS-MOSUM: sums of the last ``floor(h n)`` residuals, boundary
     ``critval sqrt(2 logPlus(t / n))``. OLS-CUSUM: sums of all residuals from the history
@@ -57,16 +59,17 @@ def monitoring_process(residuals: np.ndarray, n: int, sigma: float, plan: Monito
     x = np.arange(n + 1, residuals.size + 1) / n
     if plan.cusum:
         sums = np.cumsum(residuals)[n:]
-        boundary = np.sqrt(x * (x - 1.0) * (plan.critval**2 + np.log(x / (x - 1.0))))
+        boundary = np.sqrt(x * (x - 1.0) * (critval**2 + np.log(x / (x - 1.0))))
     else:
         window = int(np.floor(plan.h * n))
         sums = np.lib.stride_tricks.sliding_window_view(residuals, window).sum(axis=1)[n - window + 1 :]
-        boundary = plan.critval * np.sqrt(2.0 * log_plus(x))
+        boundary = critval * np.sqrt(2.0 * log_plus(x))
     return sums / (sigma * np.sqrt(n)), boundary
 
 
-def monitor_pixel(y: np.ndarray, valid: np.ndarray, plan: MonitorPlan, s: int) -> dict:
-    """BFAST Monitor of one pixel series ``y`` (length T) for monitoring start ``s``.
+def monitor_pixel(y: np.ndarray, valid: np.ndarray, plan: MonitorPlan, s: int, critval: float) -> dict:
+    """BFAST Monitor of one pixel series ``y`` (length T) for monitoring start ``s`` with
+    critical value ``critval``.
 
     Returns the per-pixel outputs (see :class:`~tscube.bfast.monitor.result.BfastMonitorResult`)
     and, under ``"process"``/``"boundary"``, the MOSUM values and boundary with their
@@ -134,7 +137,7 @@ def monitor_pixel(y: np.ndarray, valid: np.ndarray, plan: MonitorPlan, s: int) -
         out["status"] = BfastStatus.PERFECT_FIT
         return out
 
-    process, boundary = monitoring_process(residuals, n, sigma, plan)
+    process, boundary = monitoring_process(residuals, n, sigma, plan, critval)
 
     out["status"] = status
     out["statistic"] = np.max(np.abs(process))
@@ -160,10 +163,12 @@ def run(values: np.ndarray, plan: MonitorPlan) -> dict[str, np.ndarray]:
         outputs["process"] = np.full((plan.n_starts, n_dates, n_pixels), np.nan)
         outputs["boundary"] = np.full((plan.n_starts, n_dates, n_pixels), np.nan)
     n_inf = is_inf.sum(axis=0)
+    critvals = plan.pixel_critvals(n_pixels)
+    outputs["critval"][...] = critvals
     for p in range(n_pixels):
         valid = ~missing[:, p]
         for s in range(plan.n_starts):
-            result = monitor_pixel(data[:, p], valid, plan, s)
+            result = monitor_pixel(data[:, p], valid, plan, s, critvals[s, p])
             result["n_inf"] = n_inf[p]
             rows = result.pop("monitor_rows", None)
             for name in ("process", "boundary"):

@@ -25,6 +25,7 @@ def bfast_monitor(
     freq=None,
     nodata=None,
     return_process: bool = False,
+    calibrate: bool = False,
     engine: str = "auto",
     **xarray_options,
 ) -> BfastMonitorResult:
@@ -87,6 +88,14 @@ def bfast_monitor(
         Value marking missing observations (e.g. -3000 in int16 MODIS NDVI).
     return_process : bool
         Also return the monitoring process and its boundary, shaped like ``data``.
+    calibrate : bool
+        Give each pixel the critical value whose false-alarm probability is ``level`` for
+        its own design (its history and monitoring dates, the model, ``h``, the process;
+        Gaussian i.i.d. errors), instead of R's limit-theory value, which flags far more
+        stable pixels than ``level`` when the model has a trend. The boundary's shape is
+        R's; the ``critval`` output holds each pixel's value. ROC/BP histories are
+        calibrated on the selected history. Default False: R's results
+        (docs/bfast_monitor.md, "Calibrated monitoring").
     engine : {"auto", "reference", "cpu", "cuda"}
         Implementation; all give the same results. "auto" picks the fastest available.
     **xarray_options
@@ -111,12 +120,13 @@ def bfast_monitor(
             raise TypeError("bfast_monitor() missing the monitoring start: call bfast_monitor(da, start=...)")
         return bfast_monitor_xarray(
             data, start, dates=dates, order=order, trend=trend, season=season, type=type, h=h, level=level,
-            end=end, history=history,
-            freq=freq, nodata=nodata, return_process=return_process, engine=engine, **xarray_options)
+            end=end, history=history, freq=freq, nodata=nodata, return_process=return_process,
+            calibrate=calibrate, engine=engine, **xarray_options)
     if xarray_options:
         raise TypeError(f"bfast_monitor() got options only valid for xarray input: {', '.join(xarray_options)}")
     if dates is None or start is None:
         raise TypeError("bfast_monitor() needs dates and start for NumPy data (only an xarray.DataArray carries its dates)")
     return bfast_monitor_array(
         data, dates, start, order=order, trend=trend, season=season, type=type, h=h, level=level, end=end,
-        history=history, freq=freq, nodata=nodata, return_process=return_process, engine=engine)
+        history=history, freq=freq, nodata=nodata, return_process=return_process, calibrate=calibrate,
+        engine=engine)

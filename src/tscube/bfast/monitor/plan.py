@@ -34,7 +34,13 @@ class MonitorPlan:
     process_type : {"OLS-MOSUM", "OLS-CUSUM"}
         Monitoring process: moving sums of ``floor(h n)`` residuals, or cumulative sums.
     h, critval : float
-        MOSUM bandwidth (fraction of the history size) and the process's critical value.
+        MOSUM bandwidth (fraction of the history size) and the process's critical value
+        (R's, for the level; every pixel's unless ``critvals`` says otherwise).
+    critvals : ndarray (S, P), optional
+        Each pixel's critical value per start (``calibrate=True``: for its own design).
+    history_first : (ndarray (S, P), ndarray or None), optional
+        The history selection already made (:func:`.history.history_first`'s result), for
+        the engines that would make it again.
     level_roc, roc_lambda : float
         Significance of the ROC test and its boundary level (always alpha = 0.05, as R).
     nodata : float or None
@@ -56,6 +62,15 @@ class MonitorPlan:
     roc_lambda: float
     nodata: float | None
     return_process: bool
+    critvals: np.ndarray | None = None
+    history_first: tuple | None = None
+
+    def pixel_critvals(self, n_pixels: int) -> np.ndarray:
+        """Each pixel's critical value per start, ``(S, P)`` float64 (the same ``critval``
+        for every pixel unless calibrated)."""
+        if self.critvals is not None:
+            return np.ascontiguousarray(self.critvals, dtype=np.float64)
+        return np.full((self.n_starts, n_pixels), float(self.critval))
 
     @property
     def n_starts(self) -> int:

@@ -19,6 +19,7 @@ OUTPUT_DTYPES: dict[str, Any] = {
     "relative_magnitude": np.float64,
     "mosum_mean": np.float64,
     "statistic": np.float64,
+    "critval": np.float64,
     "sigma": np.float64,
     "rmse": np.float64,
     "history_start": np.float64,
@@ -46,6 +47,8 @@ VARIABLE_ATTRS = {
     "relative_magnitude": dict(long_name="magnitude over the mean model prediction of the monitoring period"),
     "mosum_mean": dict(long_name="mean of the monitoring process (OLS-MOSUM or OLS-CUSUM) over the monitoring period"),
     "statistic": dict(long_name="max |process| over the monitoring period"),
+    "critval": dict(long_name="critical value of the pixel's boundary (R's for the level, or calibrated to the "
+                              "pixel's design: attrs calibrate)"),
     "sigma": dict(long_name="residual standard error of the history fit"),
     "rmse": dict(long_name="root mean squared residual of the history fit"),
     "history_start": dict(long_name="start of the stable history", units="decimal year"),
@@ -90,6 +93,10 @@ class BfastMonitorResult:
         ``type="OLS-CUSUM"``): a continuous measure of the deviation.
     statistic : float64
         ``max |process|`` over the monitoring observations (R's ``mefp$statistic``).
+    critval : float64
+        The critical value of the pixel's boundary: R's for ``level`` (every pixel the
+        same, ``attrs["critval"]``), or with ``calibrate=True`` the one calibrated to the
+        pixel's own design (NaN where there is no history or monitoring to calibrate for).
     sigma : float64
         Residual standard error of the history fit, ``sqrt(RSS / (n - k))`` (R's).
     rmse : float64
@@ -116,6 +123,7 @@ class BfastMonitorResult:
     relative_magnitude: np.ndarray
     mosum_mean: np.ndarray
     statistic: np.ndarray
+    critval: np.ndarray
     sigma: np.ndarray
     rmse: np.ndarray
     history_start: np.ndarray

@@ -258,10 +258,11 @@ def advance(Y, X, index, offset, pixel0, fit, codes, test, residuals, fresh, cou
 
     Lane ``p`` (column ``p`` of ``Y``) is row ``p`` of the records ``hot``
     (:data:`HOT_SCALARS`), updated in place, and pixel ``q = pixel0 + p`` of the fit's
-    arrays ``fit`` = ``(fitted_status, beta, sigma, n_history, history_begin, tail)``
-    (:func:`tscube.bfast.nrt.state.fit_arrays`) and of ``residuals``, and column ``p`` of
-    ``fresh`` (NaN where a lane has no residual: the caller's fill). ``test`` is the
-    monitoring test, ``(h, critval, cusum)``.
+    arrays ``fit`` = ``(fitted_status, beta, sigma, n_history, history_begin, tail, critval)``
+    (:func:`tscube.bfast.nrt.state.fit_arrays`; ``critval``: each pixel's critical value,
+    or empty for the model's) and of ``residuals``, and column ``p`` of ``fresh`` (NaN
+    where a lane has no residual: the caller's fill). ``test`` is the monitoring test,
+    ``(h, critval, cusum)`` (``critval``: the model's, R's).
 
     ``out``: the arrays of :data:`RESULT_OUTPUTS` over the lanes, where the result of each
     lane goes as it is updated (on the time axis ``time``: ``alert`` where its break index
@@ -303,12 +304,11 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fit, codes, test, r
     but the median window's: numba counts references to every array a call or a tuple
     passes, which costs more than a lane's arithmetic (the block's arrays are unpacked
     here, once)."""
-    fitted_status, beta, sigma, n_history, _, tail = fit
-    h, critval, cusum = test
+    fitted_status, beta, sigma, n_history, _, tail, critvals = fit
+    h, model_critval, cusum = test
     T = Y.shape[0]
     k = beta.shape[0]
     ints = hot.view(np.int32)  # the records' integers
-    flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
     if changes.size:
         changes[first:stop] = 0
     # the lanes with a new value or a new infinite one (the records of the others stay as
@@ -395,6 +395,8 @@ def _advance_block(first, stop, Y, X, index, offset, pixel0, fit, codes, test, r
         kind = fitted_status[q]
         monitored = codes[1, kind]
         n = n_history[q]
+        critval = critvals[q] if critvals.size else model_critval
+        flat_bound = critval * math.sqrt(2.0)  # logPlus(t / n) = 1 while t / n <= e
         if not codes[0, kind]:
             count += new_values
         else:
@@ -479,7 +481,7 @@ def _result_block(first, stop, pixel0, fit, codes, hot, time, alert_from, out, a
     axis ``time``. The status is the fit's, or no monitoring data, or all missing; the
     outputs that it gives (``codes[0]``: fitted codes, ``codes[1]``: monitored ones), NaN /
     -1 elsewhere."""
-    fitted_status, beta, sigma, n_history, history_begin, _ = fit
+    fitted_status, beta, sigma, n_history, history_begin, _, _ = fit
     k = beta.shape[0]
     nan = np.nan
     ints = hot.view(np.int32)  # the records' integers

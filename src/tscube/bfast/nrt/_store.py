@@ -49,8 +49,9 @@ from ..monitor import OUTPUT_DTYPES, BfastStatus
 from ._cpu import (CHANGED_BREAK, CHANGED_INF, CHANGED_STATUS, CODE_KINDS, HOT_WIDTH, RECORD_LANES, RESULT_OUTPUTS,
                    update_band_files)
 from .dataset import STATE_PREFIX, normalise_dates, state_lanes
-from .state import (STATE_FIELDS, STATE_VERSION, STATIC, check_image_dtype, fit_arrays, hot_record, monitoring_test,
-                    new_design, result_buffers, state_part, state_result, with_hot)
+from .state import (OPTIONAL, READABLE_VERSIONS, STATE_FIELDS, STATE_VERSION, STATIC, absent, check_image_dtype,
+                    fit_arrays, hot_record, monitoring_test, new_design, result_buffers, state_part, state_result,
+                    with_hot)
 
 #: The directory of the state inside a saved state's Zarr store.
 STATE_DIR = ".tscube-state"
@@ -60,7 +61,7 @@ RESIDUALS = "residuals.f8"
 HOT_FILE = "hot.npy"
 #: Outputs that only the fit sets (an update leaves them as they are in the store; not
 #: ``history_start``: a time on the datetime grid, which moves by an ulp as dates come).
-FIT_OUTPUTS = ("n_history",)
+FIT_OUTPUTS = ("n_history", "critval")
 #: Zarr attribute: the state generation that the stored result shows.
 GENERATION_ATTR = "tscube_state_generation"
 #: Pixels of the result computed and updated at a time (whole rows of the grid; whole
@@ -107,9 +108,9 @@ def _dates_from_json(entry: dict) -> np.ndarray:
 
 def read_manifest(root) -> dict:
     manifest = json.loads((state_dir(root) / MANIFEST).read_text())
-    if manifest.get("version") != STATE_VERSION:
+    if manifest.get("version") not in READABLE_VERSIONS:
         raise ValueError(f"monitoring state version {manifest.get('version')} is not this tscube's "
-                         f"({STATE_VERSION}); fit again")
+                         f"({', '.join(map(str, READABLE_VERSIONS))}); fit again")
     return manifest
 
 
@@ -151,7 +152,7 @@ def load_state(root, *, mmap_mode=None) -> tuple[dict, np.ndarray, int]:
     directory = state_dir(root)
     manifest = read_manifest(root)
     generation = int(manifest["generation"])
-    state = {name: np.load(directory / "static" / f"{name}.npy", mmap_mode=mmap_mode) for name in STATIC}
+    state = {name: _static(directory, name, mmap_mode) for name in STATIC}
     state = with_hot(state, np.load(_hot_dir(directory, generation) / HOT_FILE, mmap_mode=mmap_mode))
     shape = (int(manifest["rows"]), int(manifest["pixels"]))
     if mmap_mode is None:
@@ -160,6 +161,15 @@ def load_state(root, *, mmap_mode=None) -> tuple[dict, np.ndarray, int]:
     else:
         state["residuals"] = _residual_rows(directory / RESIDUALS, shape, "r")
     return state, _dates_from_json(manifest["dates"]), generation
+
+
+def _static(directory: Path, name: str, mmap_mode) -> np.ndarray:
+    """A state array of the fit from its file (an :data:`OPTIONAL` one that a version 5
+    state lacks: empty)."""
+    path = directory / "static" / f"{name}.npy"
+    if name in OPTIONAL and not path.is_file():
+        return absent(name)
+    return np.load(path, mmap_mode=mmap_mode)
 
 
 def _residual_rows(path: Path, shape: tuple[int, int], mode: str) -> np.ndarray:
@@ -355,7 +365,7 @@ def update_files(root, model: dict, values: np.ndarray, new_dates, group=None) -
 
     # copy-on-write maps: typed as the in-memory state's arrays (one compiled kernel), and
     # nothing written to them could reach the files
-    static = {name: np.asarray(np.load(directory / "static" / f"{name}.npy", mmap_mode="c")) for name in STATIC}
+    static = {name: np.asarray(_static(directory, name, "c")) for name in STATIC}
     current, following = _hot_dir(directory, generation), _hot_dir(directory, generation + 1)
     following.mkdir(exist_ok=True)
     _slot_file(following / HOT_FILE, np.load(current / HOT_FILE, mmap_mode="r"))

@@ -30,7 +30,8 @@ from .state import fit_state
 #: ``run_chunked`` command of the fit (part of the run record's identity).
 FIT_COMMAND = "monitor-nrt-fit"
 #: Model entries that must match between a stored state and the options of an update.
-_CHECKED = ("start", "order", "trend", "season", "type", "h", "level", "end", "history", "freq", "nodata")
+_CHECKED = ("start", "order", "trend", "season", "type", "h", "level", "end", "history", "freq", "nodata",
+            "calibrate")
 #: Memory per input value while a chunk is fitted or updated (bytes; residuals, state).
 _BYTES_PER_VALUE = 64.0
 
@@ -84,6 +85,8 @@ def _model_differences(stored: dict, wanted: dict) -> list[str]:
     out = []
     for key in _CHECKED:
         a, b = stored.get(key), wanted.get(key)
+        if key == "calibrate":  # (states before it: not calibrated)
+            a, b = bool(a), bool(b)
         same = (abs(a - b) <= TIME_TOL) if key == "start" and a is not None and b is not None else a == b
         if not same:
             out.append(f"{key} ({a!r} -> {b!r})")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..monitor import VARIABLE_ATTRS
-from .state import HOT, STATE_FIELDS, STATE_VERSION, STATIC, hot_record, state_result, with_hot
+from .state import (HOT, OPTIONAL, READABLE_VERSIONS, STATE_FIELDS, STATE_VERSION, STATIC, absent, hot_record,
+                    is_absent, state_result, with_hot)
 
 #: Extra dimension of each multi-row state array.
 STATE_DIMS = {"coefficients": "coefficient", "tail": "window_slot", "median_window": "median_slot",
@@ -35,6 +36,8 @@ def state_variables(state: dict, model: dict, dates, alert: np.ndarray) -> dict[
     variables = {name: ((), array) for name, array in state_result(state, model, dates).items()}
     variables["alert"] = ((), np.asarray(alert, dtype=np.bool_))
     for name, dtype in STATE_FIELDS.items():  # the record's columns in their own types
+        if name in OPTIONAL and is_absent(state.get(name, absent(name))):
+            continue
         array = np.ascontiguousarray(state[name], dtype=dtype) if name in HOT else state[name]
         variables[STATE_PREFIX + name] = ((STATE_DIMS[name],) if name in STATE_DIMS else (), array)
     return variables
@@ -50,7 +53,8 @@ def state_attrs(model: dict) -> dict:
     attrs = dict(tscube_function="bfast_monitor", tscube_state_version=STATE_VERSION,
                  tscube_state_model=json.dumps(model, sort_keys=True),
                  **{key: model[key] for key in ("start", "order", "trend", "season", "type", "h", "level", "end",
-                                                "critval", "history", "freq", "engine", "regressors")})
+                                                "critval", "history", "freq", "engine", "regressors")},
+                 calibrate=bool(model.get("calibrate", False)))
     return serialisable_attrs(attrs)
 
 
@@ -113,8 +117,9 @@ def model_from_attrs(attrs) -> dict:
     if version is None or "tscube_state_model" not in attrs:
         raise ValueError("this dataset holds no BFAST Monitor state (it was not written by a near-real-time "
                          "monitor: tscube monitor --update, BfastMonitor.save)")
-    if int(version) != STATE_VERSION:
-        raise ValueError(f"monitoring state version {version} is not this tscube's ({STATE_VERSION}); fit again")
+    if int(version) not in READABLE_VERSIONS:
+        raise ValueError(f"monitoring state version {version} is not this tscube's ({', '.join(map(str, READABLE_VERSIONS))}); "
+                         "fit again")
     return json.loads(attrs["tscube_state_model"])
 
 
@@ -128,7 +133,9 @@ def state_arrays(ds, pixel_dims) -> dict[str, np.ndarray]:
 
 def state_lanes(ds, name: str, pixel_dims) -> np.ndarray:
     """The state array ``name`` of a state dataset over flat pixel lanes, loaded (C order,
-    writable)."""
+    writable); an :data:`~.state.OPTIONAL` one the dataset does not hold: empty."""
+    if name in OPTIONAL and STATE_PREFIX + name not in ds:
+        return absent(name)
     n_pixels = int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64))
     variable = ds[STATE_PREFIX + name]
     lead = tuple(d for d in variable.dims if d not in pixel_dims)

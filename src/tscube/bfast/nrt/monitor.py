@@ -57,6 +57,12 @@ class BfastMonitor:
         First date of the monitoring period (one start; see :func:`tscube.bfast_monitor`).
     order, trend, h, level, end, history, freq, nodata, engine
         As in :func:`tscube.bfast_monitor`; ``engine`` makes the fit, updates run on the cpu.
+    calibrate : bool
+        Each pixel's critical value calibrated to its design (as ``bfast_monitor``'s
+        ``calibrate``), for monitoring until the horizon ``end`` (history sizes from the
+        history start, R's ``end``) with observations as frequent as in its history: the
+        dates to come are not known at the fit. The false-alarm rate holds until the
+        horizon (it is below ``level`` before); docs/bfast_monitor.md.
     **options
         Further model options of :func:`tscube.bfast_monitor` (``season``, ``type``), saved
         with the state.
@@ -81,10 +87,10 @@ class BfastMonitor:
     """
 
     def __init__(self, start, *, order: int = 3, trend: bool = True, h: float = 0.25, level=0.05, end: float = 10,
-                 history="ROC", freq=None, nodata=None, engine: str = "auto", **options):
+                 history="ROC", freq=None, nodata=None, calibrate: bool = False, engine: str = "auto", **options):
         self.start = start
         self.params = dict(order=order, trend=trend, h=h, level=level, end=end, history=history, freq=freq,
-                           nodata=nodata, **options)
+                           nodata=nodata, calibrate=bool(calibrate), **options)
         self.engine = engine
 
     def fit(self, data, dates=None, *, time_dim: str = "time") -> "BfastMonitor":
@@ -119,6 +125,7 @@ class BfastMonitor:
         outputs = state_result(self.state_, self.model_, self.dates_)
         attrs = {key: self.model_[key] for key in ("start", "order", "trend", "regressors", "h", "end", "critval",
                                                    "history", "freq", "engine")}
+        attrs["calibrate"] = bool(self.model_.get("calibrate", False))
         attrs["level"] = tuple(self.model_["level"])
         shaped = {name: array.reshape(self.pixel_shape_) for name, array in outputs.items()}
         return BfastMonitorResult(**shaped, attrs=attrs)
@@ -154,7 +161,7 @@ class BfastMonitor:
     def _from_parts(cls, state: dict, model: dict, dates, ds) -> "BfastMonitor":
         """The monitor of a state, its model and dates, with the pixel grid and ``alert`` of ``ds``."""
         options = {key: model[key] for key in model.get("options", ())}
-        monitor = cls(model["start"], **{key: model[key] for key in MODEL_PARAMS if key != "level"},
+        monitor = cls(model["start"], **{key: model[key] for key in MODEL_PARAMS if key != "level" and key in model},
                       level=tuple(model["level"]), engine=model["engine"], **options)
         monitor.state_, monitor.model_, monitor.dates_ = state, model, dates
         monitor.pixel_dims_ = tuple(ds["status"].dims)

@@ -11,17 +11,22 @@ from ...timeaxis import TIME_TOL, build_time_axis
 from ..core.design import build_design
 from ..core.inputs import check_numeric_dtype, invalid_mask
 from ..monitor import OUTPUT_DTYPES, BfastStatus, bfast_monitor_array, empty_outputs
+from ..monitor.calibration import calibrated_critvals, drift_coefficients, model_of, pixel_features
 from ..monitor.history import ROC_LAMBDA_05, history_first
 from ..monitor.plan import MonitorPlan
 from ._cpu import (CODE_KINDS, FITTED_CODES, HOT, HOT_WIDTH, RESULT_OUTPUTS, advance, advance_serial, empty_record,
                    fit_history, record_views, result_lanes)
 
-#: Version of the state layout (saved with the state; another version is not loaded).
-STATE_VERSION = 5
+#: Version of the state layout (saved with the state; a version not in
+#: :data:`READABLE_VERSIONS` is not loaded). 6: the per-pixel ``critval``.
+STATE_VERSION = 6
+#: Layouts this tscube reads: a version 5 state has no ``critval`` (R's for every pixel).
+READABLE_VERSIONS = (5, 6)
 
 #: Per-pixel state arrays (name -> dtype). ``coefficients`` is ``(k, P)``, ``tail``
 #: ``(W, P)``, ``median_window`` ``(MEDIAN_WINDOW, P)`` and ``residuals`` ``(M, P)`` (M
-#: monitoring dates); the others ``(P,)``.
+#: monitoring dates); ``critval`` ``(P,)`` when calibrated, else ``(0,)`` (the model's
+#: critical value for every pixel); the others ``(P,)``.
 STATE_FIELDS = {
     "fitted_status": np.int8,
     "history_begin": np.int64,
@@ -45,6 +50,7 @@ STATE_FIELDS = {
     "median_below": np.int32,
     "median_above": np.int32,
     "residuals": np.float64,
+    "critval": np.float64,
 }
 
 #: The state's arrays that the fit sets and updates only read.
@@ -52,7 +58,9 @@ STATIC = tuple(name for name in STATE_FIELDS if name not in HOT and name != "res
 #: ``inf_added`` of :func:`advance` when no infinite value came.
 _NO_INF = np.zeros(0, dtype=np.int32)
 #: Parameters of :func:`tscube.bfast_monitor` that define the model (saved with the state).
-MODEL_PARAMS = ("order", "trend", "h", "level", "end", "history", "freq", "nodata")
+MODEL_PARAMS = ("order", "trend", "h", "level", "end", "history", "freq", "nodata", "calibrate")
+#: State arrays that may be empty (size 0): ``critval`` of an uncalibrated state.
+OPTIONAL = ("critval",)
 
 
 
@@ -79,8 +87,9 @@ def _as_lanes(values: np.ndarray, nodata) -> tuple[np.ndarray, np.ndarray]:
     return Y, is_inf.sum(axis=0, dtype=np.int32) if is_inf.any() else _NO_INF
 
 
-def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int) -> dict[str, np.ndarray]:
-    shapes = {"coefficients": (k, n_pixels), "tail": (window, n_pixels), "residuals": (n_monitor_dates, n_pixels)}
+def _empty_state(n_pixels: int, k: int, window: int, n_monitor_dates: int, calibrated: bool) -> dict[str, np.ndarray]:
+    shapes = {"coefficients": (k, n_pixels), "tail": (window, n_pixels), "residuals": (n_monitor_dates, n_pixels),
+              "critval": (n_pixels if calibrated else 0,)}
     state = {}
     for name in STATIC + ("residuals",):
         dtype = STATE_FIELDS[name]
@@ -107,7 +116,18 @@ def hot_record(get, n_pixels: int, out: np.ndarray | None = None) -> np.ndarray:
 
 def state_part(state: dict, pixels: slice) -> dict[str, np.ndarray]:
     """The state of the pixels ``pixels`` (views), without the residuals."""
-    return with_hot({name: state[name][..., pixels] for name in STATIC}, state["hot"][pixels])
+    return with_hot({name: state[name] if is_absent(state[name]) else state[name][..., pixels] for name in STATIC},
+                    state["hot"][pixels])
+
+
+def is_absent(array: np.ndarray) -> bool:
+    """Whether an :data:`OPTIONAL` state array is empty (the model's value for every pixel)."""
+    return array.ndim == 1 and array.size == 0
+
+
+def absent(name: str) -> np.ndarray:
+    """The empty array of an :data:`OPTIONAL` state array that a state does not hold."""
+    return np.zeros(0, dtype=STATE_FIELDS[name])
 
 
 def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **params) -> tuple[dict, dict]:
@@ -123,6 +143,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     if params.get("return_process"):
         raise ValueError("return_process is not available for a monitoring state")
     params.pop("return_process", None)
+    calibrate = bool(params.pop("calibrate", False))
     first = bfast_monitor_array(values, dates, start, engine=engine, **params)
     attrs = first.attrs
     freq = params.get("freq")
@@ -135,7 +156,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
         "start": start_time, "order": int(attrs["order"]), "trend": bool(attrs["trend"]),
         "season": bool(attrs.get("season", False)), "type": attrs.get("type", "OLS-MOSUM"), "h": h,
         "level": list(attrs["level"]), "end": attrs["end"],
-        "critval": float(attrs["critval"]), "history": attrs["history"], "freq": freq,
+        "critval": float(attrs["critval"]), "calibrate": calibrate, "history": attrs["history"], "freq": freq,
         "nodata": params.get("nodata"), "engine": attrs["engine"], "regressors": list(design.names),
         "trend_centre": float(design.trend_centre), "trend_scale": float(design.trend_scale),
         "window_slots": max(int(math.floor(h * begin)), 1), "input_dtype": str(values.dtype),
@@ -145,7 +166,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     Y, _ = _as_lanes(values, model["nodata"])
     n_pixels = Y.shape[1]
     k = design.k
-    state = _empty_state(n_pixels, k, model["window_slots"], Y.shape[0] - begin)
+    state = _empty_state(n_pixels, k, model["window_slots"], Y.shape[0] - begin, calibrate)
 
     status = first.status
     for name in ("n_history", "n_valid", "n_inf"):
@@ -171,9 +192,30 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
         fitted[flag_pixels[_history_flags(values[:, flag_pixels], axis, design, begin, model)]] = (
             BfastStatus.BP_TOO_SHORT if attrs["history"] == "BP" else BfastStatus.ROC_NO_CROSSING)
     state["fitted_status"][:] = fitted
+    if calibrate:
+        state["critval"][:] = horizon_critvals(values, axis, state["history_begin"], begin, model)
     rows = np.arange(begin, Y.shape[0])
     _advance_state(state, Y[begin:], rows, design.matrix[begin:], model)
     return state, model
+
+
+def horizon_critvals(values: np.ndarray, axis, history_begin: np.ndarray, begin: int, model: dict) -> np.ndarray:
+    """Each pixel's critical value calibrated for monitoring until the horizon ``end`` (R's
+    ``end``: ``end`` history sizes from the history start), its observations as frequent
+    and as gappy as in its history (the dates to come are not known; the monitoring so far
+    counts where it is longer): :mod:`tscube.bfast.monitor.calibration`."""
+    design = build_design(axis, model["order"], model["trend"], **_season(model))
+    plan = MonitorPlan(axis=axis, design=design, starts=np.array([model["start"]]),
+                       monitor_begin=np.array([begin], dtype=np.int64), history=model["history"], history_begin=0,
+                       process_type=model["type"], h=model["h"], critval=model["critval"],
+                       level_roc=float(model["level"][1]), roc_lambda=ROC_LAMBDA_05, nodata=model["nodata"],
+                       return_process=False)
+    first = np.maximum(history_begin, 0)[None, :]
+    n, m, _, spacing = pixel_features(values, model["nodata"], first, plan.monitor_begin, axis.slot, plan.h, plan.cusum)
+    n, m, spacing = n[0], m[0], spacing[0]
+    m = np.maximum(m, np.rint((float(model["end"]) - 1.0) * n).astype(np.int64))
+    a, b = drift_coefficients(n, m, np.floor(plan.h * n), 1.0, plan.cusum)
+    return calibrated_critvals(model_of(plan), float(model["level"][0]), n, m, a + b, spacing)  # stretch 1
 
 
 def _history_flags(values, axis, design, begin, model) -> np.ndarray:
@@ -215,9 +257,10 @@ def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, 
 
 def fit_arrays(state: dict) -> tuple:
     """The fit's per-pixel arrays as the kernels take them (their ``fit``):
-    ``(fitted_status as uint8, coefficients, sigma, n_history, history_begin, tail)``."""
+    ``(fitted_status as uint8, coefficients, sigma, n_history, history_begin, tail, critval)``
+    (``critval`` empty: the model's for every pixel)."""
     return (state["fitted_status"].view(np.uint8), state["coefficients"], state["sigma"], state["n_history"],
-            state["history_begin"], state["tail"])
+            state["history_begin"], state["tail"], np.ascontiguousarray(state.get("critval", absent("critval"))))
 
 
 def monitoring_test(model: dict) -> tuple:
@@ -317,7 +360,7 @@ def state_result(state: dict, model: dict, dates, out: dict | None = None,
                  time: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The outputs of :func:`tscube.bfast_monitor` (flat, by name) that the state stands for
     (into the arrays of ``out`` when given: one per output, shaped as the state's lanes,
-    ``n_history`` optional; ``time``: the time axis of ``dates``, when the caller has it).
+    ``n_history`` and ``critval`` optional; ``time``: the time axis of ``dates``, when the caller has it).
 
     Every output of ``OUTPUT_DTYPES`` needs a line in :func:`_result_block` (one added
     there stays NaN until it has one; the equality tests compare every output with the
@@ -328,6 +371,9 @@ def state_result(state: dict, model: dict, dates, out: dict | None = None,
         out = {name: array[0] for name, array in empty_outputs(1, fitted_status.shape[0]).items()}
     if "n_history" in out:
         out["n_history"][...] = state["n_history"]
+    if "critval" in out:
+        critval = state.get("critval", absent("critval"))
+        out["critval"][...] = model["critval"] if is_absent(critval) else critval
     lanes = tuple(out[name] for name in RESULT_OUTPUTS[:13]) + _NO_RESULT[13:]
     result_lanes(fit_arrays(state), CODE_KINDS, state["hot"], time, lanes)
     return out

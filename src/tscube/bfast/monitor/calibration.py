@@ -1,0 +1,506 @@
+"""Calibrated critical values (``bfast_monitor(calibrate=True)``): per pixel, the critical
+value of R's boundary whose false-alarm probability is ``level`` for that pixel's own
+design, under Gaussian i.i.d. errors.
+
+R's critical values come from the limit process of OLS-MOSUM/OLS-CUSUM monitoring with
+regressors whose averages settle; a linear trend does not, its estimation error is
+extrapolated over the monitoring period and the process drifts, so that stable pixels
+cross far more often than ``level`` (docs/bfast_monitor.md). The crossing probability of
+a pixel depends only on its design: the regressors at its valid history and monitoring
+dates, ``h`` and the process type, not on its values (the process divides by the
+history's sigma). This module estimates it by Monte Carlo on *canonical* designs that
+match a pixel in what drives it, and interpolates:
+
+* ``n`` (history observations) and ``r = m / n`` (monitoring observations over history
+  observations): where the boundary is, how long the process runs, sigma's degrees of
+  freedom;
+* with a trend, the drift: how far (in history standard deviations of the time) the
+  monitoring observations lie from the history's centre, which is what the trend's
+  estimation error is multiplied by. A pixel's gaps move it; the canonical design
+  matching it has regular history dates and monitoring dates spaced ``s`` times as far
+  apart (``stretch``), ``s`` chosen so that the drift at the last MOSUM window (OLS-CUSUM:
+  the monitoring period's mean) is the pixel's;
+* the model (harmonics, seasonal dummies, trend), ``h``, the process type, and the
+  dates' spacing of the call (history slots per observation, the median over pixels).
+
+Each cell of the grid in ``(n, r, s)`` holds the ``1 - level`` quantiles of the
+simulated statistic (``config.CALIBRATION_PATHS`` paths, for a fixed grid of levels),
+simulated when first needed and cached on disk beside the simulated critical values
+(:func:`tscube.bfast.monitor.critval.cache_dir`); a pixel's critical value is the
+interpolation (linear in ``log n``, ``log r``, ``log s``) of its cell's corners. Errors
+and costs: docs/bfast_monitor.md, ``benchmarks/calibration.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numba import prange
+from threadpoolctl import threadpool_limits
+
+from ... import config
+from ..._jit import jit
+from ...timeaxis import TimeAxis
+from ..core.design import build_design
+from ..core.inputs import kernel_nodata
+from .critval import cache_dir
+from .history import history_first
+from .plan import MonitorPlan
+
+logger = logging.getLogger(__name__)
+
+#: History sizes of the grid (observations; beyond its ends the nearest is used: the
+#: statistic settles as n grows).
+N_GRID = np.array([12, 16, 20, 25, 32, 40, 50, 64, 80, 100, 128, 160, 200, 256, 320, 400, 512, 640, 800, 1024,
+                   1280, 1600, 2048])
+#: Monitoring over history observations of the grid.
+R_GRID = 2.0 ** np.arange(-6.0, 4.01, 0.25)
+#: Stretches of the grid (monitoring date spacing over history spacing in the canonical design).
+S_GRID = 2.0 ** np.arange(-2.0, 2.01, 0.25)
+#: History slots per observation of the canonical designs (a pixel takes the nearest, in log).
+SPACING_STEP = 0.5
+SPACING_GRID = 2.0 ** np.arange(0.0, 5.01, SPACING_STEP)
+#: Levels whose critical values a cell keeps (the ``1 - level`` quantiles).
+LEVEL_GRID = np.geomspace(1e-3, 0.5, 120)
+#: The fewest simulated paths beyond a quantile for its critical value.
+MIN_TAIL_PATHS = 50
+
+
+@dataclass(frozen=True)
+class CalibrationModel:
+    """What the null distribution depends on beyond a pixel's ``(n, r, s)`` cell."""
+
+    freq: int
+    order: int
+    trend: bool
+    season: bool
+    h: float
+    cusum: bool
+    spacing: float  # history grid slots per observation (1: no gaps)
+
+    def key(self) -> str:
+        return (f"freq={self.freq} order={self.order} trend={self.trend} season={self.season} h={self.h!r} "
+                f"cusum={self.cusum} spacing={self.spacing!r}")
+
+
+def canonical_slots(n: int, m: int, stretch: float, spacing: float, rng: np.random.Generator) -> np.ndarray:
+    """Grid slots of one draw of a canonical design: ``n`` history dates taken at random
+    among ``n * spacing`` consecutive slots (a regular series that lost ``1 - 1/spacing`` of
+    its dates at random, as a cloudy pixel), then ``m`` monitoring dates among the
+    ``m * stretch * spacing`` slots that follow (at least ``m``)."""
+    span = max(n, round(n * spacing))
+    history = np.sort(rng.choice(span, size=n, replace=False)) if span > n else np.arange(n)
+    history[[0, -1]] = 0, span - 1  # the history spans what its spacing says
+    reach = max(m, round(m * stretch * spacing))
+    monitoring = span + (np.sort(rng.choice(reach, size=m, replace=False)) if reach > m else np.arange(m))
+    return np.concatenate([history, monitoring]).astype(np.int64)
+
+
+def drift_coefficients(n, m, w, spacing: float, cusum: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, B)``: the canonical design's drift at stretch ``s`` is ``A + B s`` (before
+    rounding): the distance of the last MOSUM window's mean date (OLS-CUSUM: the monitoring
+    dates' mean) from the history's mean date, in history standard deviations. Arrays of
+    ``n``, ``m``, ``w`` (window) in, arrays out."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # NaN where n < 2 or w = 0: no calibration
+        return _drift_coefficients(*(np.asarray(v, dtype=np.float64) for v in (n, m, w)), spacing, cusum)
+
+
+def _drift_coefficients(n, m, w, spacing, cusum):
+    sd = spacing * np.sqrt((n * n - 1.0) / 12.0)
+    centre = spacing * (n - 1.0) / 2.0
+    if cusum:
+        return (spacing * (n - 1.0) - centre) / sd, spacing * (m + 1.0) / 2.0 / sd
+    in_monitoring = np.minimum(w, m)
+    in_history = w - in_monitoring
+    history_part = spacing * in_history * (2.0 * n - in_history - 1.0) / 2.0  # slots n - in_history .. n - 1
+    steps = (m - in_monitoring + 1.0 + m) * in_monitoring / 2.0  # steps of the window's monitoring dates
+    mean = (history_part + in_monitoring * spacing * (n - 1.0)) / w
+    return (mean - centre) / sd, spacing * steps / w / sd
+
+
+def canonical_design(model: CalibrationModel, n: int, m: int, stretch: float, rng: np.random.Generator) -> np.ndarray:
+    """The design matrix ``(n + m, k)`` of one draw of the canonical dates (the model's
+    columns), redrawn while its history cannot fit the model (at most 100 times)."""
+    for attempt in range(100):  # the last draws without gaps in the history (they fit when any can)
+        slots = canonical_slots(n, m, stretch, model.spacing if attempt < 80 else 1.0, rng)
+        axis = TimeAxis(time=2000.0 + slots / model.freq, slot=slots, freq=model.freq)
+        X = build_design(axis, model.order, model.trend, model.season).matrix
+        if np.linalg.matrix_rank(X[:n]) == X.shape[1]:
+            return X
+    raise ValueError(f"no canonical design of {n} history dates can fit the model ({model.key()})")
+
+
+def simulate_statistic(X: np.ndarray, n: int, h: float, cusum: bool, n_paths: int, seed: int,
+                       chunk: int = 2000) -> np.ndarray:
+    """``n_paths`` draws of the monitoring statistic under no break (i.i.d. N(0, 1) errors;
+    the process divides by sigma, so any scale gives the same) for the design ``X``
+    (history rows first, ``n`` of them): OLS-MOSUM ``max_j |process_j| / sqrt(2 logPlus(x_j))``,
+    a break at critical value ``c`` where it exceeds ``c``; OLS-CUSUM
+    ``max_j process_j^2 / (x_j (x_j - 1)) - log(x_j / (x_j - 1))``, a break where it exceeds
+    ``c^2``; ``x_j = (n + j + 1) / n`` at monitoring observation ``j``. The residuals,
+    sigma (``n - k`` degrees of freedom) and windows are the engines'."""
+    total, k = X.shape
+    m = total - n
+    history = X[:n]
+    projection = np.linalg.solve(history.T @ history, history.T)  # k x n: the coefficients' map
+    w = int(np.floor(h * n))
+    x = (n + np.arange(m) + 1.0) / n
+    positions = n + np.arange(m) + 1  # cumulative-sum positions of the monitoring residuals
+    if cusum:
+        scale, shift = x * (x - 1.0), np.log(x / (x - 1.0))
+    else:
+        unit = np.sqrt(2.0 * np.where(x > np.e, np.log(np.maximum(x, np.e)), 1.0))
+    rng = np.random.default_rng(seed)
+    out = np.empty(n_paths)
+    for first in range(0, n_paths, chunk):
+        count = min(chunk, n_paths - first)
+        errors = rng.standard_normal((count, total))
+        residuals = errors - (errors[:, :n] @ projection.T) @ X.T
+        sigma = np.sqrt(np.einsum("ij,ij->i", residuals[:, :n], residuals[:, :n]) / (n - k))
+        sums = np.zeros((count, total + 1))
+        np.cumsum(residuals, axis=1, out=sums[:, 1:])
+        moved = sums[:, positions] if cusum else sums[:, positions] - sums[:, positions - w]
+        process = moved / (sigma[:, None] * np.sqrt(n))
+        if cusum:
+            out[first:first + count] = np.max(process * process / scale - shift, axis=1)
+        else:
+            out[first:first + count] = np.max(np.abs(process) / unit, axis=1)
+    return out
+
+
+#: Canonical designs drawn per cell (each gets an equal share of the paths): a cell's
+#: distribution is that of the designs of its class, not of one draw's accidents.
+DESIGNS_PER_CELL = 20
+#: Version of the cells' recipe, in their cache key (a new recipe never reads old cells).
+RECIPE = 2
+
+
+def n_grid(model: CalibrationModel) -> np.ndarray:
+    """The history sizes of the model's grid: :data:`N_GRID` from ``k + 2`` observations on
+    (two degrees of freedom for sigma; the engines need ``n > k``)."""
+    k = build_design(TimeAxis(time=2000.0 + np.arange(3) / model.freq, slot=np.arange(3), freq=model.freq),
+                     model.order, model.trend, model.season).k
+    return np.unique(np.concatenate([[k + 2], N_GRID[N_GRID > k + 2]])).astype(np.int64)
+
+
+def _cell_path(model: CalibrationModel, n: int, ri: int, si: int, n_paths: int, seed: int):
+    key = (f"recipe={RECIPE} {model.key()} n={n} r={R_GRID[ri]!r} s={S_GRID[si]!r} paths={n_paths} "
+           f"designs={DESIGNS_PER_CELL} seed={seed}")
+    return cache_dir() / "calibration" / f"{hashlib.sha1(key.encode()).hexdigest()[:20]}.npy", key
+
+
+#: Cells this process has read or simulated, by ``(model, n, ri, si, paths, seed)``.
+_CELLS: dict = {}
+
+
+def simulate_cell(model: CalibrationModel, n: int, m: int, stretch: float, n_paths: int, seed: int) -> np.ndarray:
+    """``n_paths`` draws of the statistic (:func:`simulate_statistic`) over
+    :data:`DESIGNS_PER_CELL` draws of the canonical design ``(n, m, stretch)``."""
+    rng = np.random.default_rng(seed)
+    shares = np.diff(np.linspace(0, n_paths, DESIGNS_PER_CELL + 1).astype(np.int64))
+    samples = []
+    for share in shares:
+        X = canonical_design(model, n, m, stretch, rng)
+        samples.append(simulate_statistic(X, n, model.h, model.cusum, int(share), int(rng.integers(2**63))))
+    return np.concatenate(samples)
+
+
+def cell_values(model: CalibrationModel, n: int, ri: int, si: int) -> np.ndarray:
+    """The critical values of one grid cell at the levels of :data:`LEVEL_GRID` (NaN below
+    what ``config.CALIBRATION_PATHS`` can tell); simulated once, then read from the cache."""
+    n_paths, seed = int(config.CALIBRATION_PATHS), int(config.CRITVAL_SEED)
+    known = _CELLS.get((model, n, ri, si, n_paths, seed))
+    if known is not None:
+        return known
+    path, key = _cell_path(model, n, ri, si, n_paths, seed)
+    try:
+        values = np.load(path)
+        if values.shape == LEVEL_GRID.shape:
+            _CELLS[model, n, ri, si, n_paths, seed] = values
+            return values
+    except (OSError, ValueError):
+        pass
+    m = max(1, round(float(R_GRID[ri]) * n))
+    stretch = S_GRID[si] if model.trend else 1.0
+    began = time.perf_counter()
+    cell_seed = int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "little")
+    sample = simulate_cell(model, n, m, stretch, n_paths, cell_seed)
+    with _SECONDS_LOCK:
+        SIMULATION_SECONDS[0] += time.perf_counter() - began
+    values = np.quantile(sample, 1.0 - LEVEL_GRID)
+    if model.cusum:
+        values = np.sqrt(np.maximum(values, 0.0))
+    values[LEVEL_GRID * n_paths < MIN_TAIL_PATHS] = np.nan
+    values.setflags(write=False)
+    _CELLS[model, n, ri, si, n_paths, seed] = values
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        with open(partial, "wb") as stream:
+            np.save(stream, values)
+        os.replace(partial, path)
+    except OSError:
+        pass  # a read-only cache folder: the values are still right, only not remembered
+    return values
+
+
+def _bracket(grid: np.ndarray, values: np.ndarray, log: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Lower grid indices and the interpolation weights of ``values`` (clamped to the grid)."""
+    g = np.log(grid) if log else grid
+    v = np.clip(np.log(values) if log else values, g[0], g[-1])
+    lower = np.clip(np.searchsorted(g, v, side="right") - 1, 0, len(g) - 2)
+    return lower, (v - g[lower]) / (g[lower + 1] - g[lower])
+
+
+@jit(parallel=True, error_model="numpy")
+def _features_kernel(values, nodata, has_nodata, first, begins, slots, h, cusum, n_out, m_out, drift_out,
+                     spacing_out):
+    """:func:`pixel_features` over blocks of 64 pixels, the pixels of a block in the inner
+    loops (contiguous rows of each date, so they vectorise): per start, a forward pass
+    over the dates counts the history and monitoring observations and sums their dates, a
+    backward one (OLS-MOSUM) the dates of the last MOSUM window, until every pixel's is
+    full."""
+    T, P = values.shape
+    S = begins.shape[0]
+    block = 64
+    for b in prange((P + block - 1) // block):
+        p0 = b * block
+        width = min(P, p0 + block) - p0
+        valid = np.empty((T, width), dtype=np.float64)  # 1.0 / 0.0: sums without branches
+        for t in range(T):
+            for q in range(width):
+                v = np.float64(values[t, p0 + q])
+                valid[t, q] = 1.0 if (v == v and abs(v) != np.inf and not (has_nodata and v == nodata)) else 0.0
+        n = np.empty(width)
+        total = np.empty(width)
+        squares = np.empty(width)
+        low = np.empty(width)
+        high = np.empty(width)
+        m = np.empty(width)
+        reach = np.empty(width)
+        window = np.empty(width)
+        taken = np.empty(width)
+        for s in range(S):
+            begin = begins[s]
+            lo = begin
+            for q in range(width):
+                lo = min(lo, first[s, p0 + q])
+                n[q] = 0.0
+                total[q] = 0.0
+                squares[q] = 0.0
+                low[q] = np.inf
+                high[q] = -np.inf
+                m[q] = 0.0
+                reach[q] = 0.0
+                taken[q] = 0.0
+            for t in range(lo, begin):
+                tau = np.float64(slots[t])
+                for q in range(width):
+                    ok = valid[t, q] if t >= first[s, p0 + q] else 0.0
+                    n[q] += ok
+                    total[q] += ok * tau
+                    squares[q] += ok * tau * tau
+                    low[q] = min(low[q], tau if ok > 0.0 else np.inf)
+                    high[q] = max(high[q], tau if ok > 0.0 else -np.inf)
+            for t in range(begin, T):
+                tau = np.float64(slots[t])
+                for q in range(width):
+                    m[q] += valid[t, q]
+                    reach[q] += valid[t, q] * tau  # OLS-CUSUM: the monitoring dates' sum
+            if cusum:
+                for q in range(width):
+                    window[q] = m[q]
+                    taken[q] = m[q]
+            else:  # the last floor(h n) valid dates, history ones included
+                for q in range(width):
+                    window[q] = math.floor(h * n[q])
+                    reach[q] = 0.0
+                remaining = width
+                t = T - 1
+                while t >= lo and remaining > 0:
+                    tau = np.float64(slots[t])
+                    remaining = 0
+                    for q in range(width):
+                        ok = valid[t, q] if t >= first[s, p0 + q] else 0.0
+                        take = ok if taken[q] < window[q] else 0.0
+                        reach[q] += take * tau
+                        taken[q] += take
+                        remaining += taken[q] < window[q]
+                    t -= 1
+            for q in range(width):
+                p = p0 + q
+                n_out[s, p] = np.int64(n[q])
+                m_out[s, p] = np.int64(m[q])
+                if n[q] == 0.0:
+                    drift_out[s, p] = np.nan
+                    spacing_out[s, p] = np.nan
+                    continue
+                mean = total[q] / n[q]
+                sd = math.sqrt(max(squares[q] / n[q] - mean * mean, 0.0))
+                spacing_out[s, p] = (high[q] - low[q]) / max(n[q] - 1.0, 1.0)
+                drift_out[s, p] = (reach[q] / max(taken[q], 1.0) - mean) / sd if sd > 0 else np.nan
+
+
+def pixel_features(values: np.ndarray, nodata, first: np.ndarray, begins: np.ndarray, slots: np.ndarray, h: float,
+                   cusum: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(n, m, drift, spacing)``, each ``(S, P)``, of the pixels of ``values`` ``(T, P)``
+    for each monitoring start (first date of each pixel's history ``first`` ``(S, P)``,
+    first monitoring date ``begins`` ``(S,)``): history observations, monitoring
+    observations, the drift of the last MOSUM window's mean date (OLS-CUSUM: the monitoring
+    dates' mean) from the history's mean date in history standard deviations (dates as grid
+    slots), and the history's slots per observation."""
+    S, P = first.shape
+    n, m = np.zeros((S, P), np.int64), np.zeros((S, P), np.int64)
+    drift, spacing = np.full((S, P), np.nan), np.full((S, P), np.nan)
+    nodata_value, has_nodata = kernel_nodata(values, nodata)
+    _features_kernel(values, nodata_value, has_nodata, np.ascontiguousarray(first, dtype=np.int64),
+                     np.ascontiguousarray(begins, dtype=np.int64), np.ascontiguousarray(slots, dtype=np.int64),
+                     float(h), bool(cusum), n, m, drift, spacing)
+    return n, m, drift, spacing
+
+
+def spacing_class(spacing: np.ndarray) -> np.ndarray:
+    """The :data:`SPACING_GRID` value nearest (in log) to each pixel's history slots per
+    observation (1 where there is none)."""
+    spacing = np.where(np.isfinite(spacing) & (spacing >= 1.0), spacing, 1.0)
+    index = np.rint(np.log2(np.clip(spacing, SPACING_GRID[0], SPACING_GRID[-1])) / SPACING_STEP).astype(np.int64)
+    return SPACING_GRID[index]
+
+
+def calibrated_critvals(model: CalibrationModel, level: float, n: np.ndarray, m: np.ndarray, drift: np.ndarray,
+                        spacing: np.ndarray) -> np.ndarray:
+    """The critical value of each pixel (arrays of its ``n``, ``m``, ``drift`` and
+    ``spacing``, see :func:`pixel_features`) at ``level``, for ``model`` (its ``spacing``
+    is replaced by each pixel's :func:`spacing_class`); NaN where a pixel has no history
+    or monitoring to calibrate for (its status says why)."""
+    n_paths = int(config.CALIBRATION_PATHS)
+    if level * n_paths < MIN_TAIL_PATHS:
+        raise ValueError(f"level = {level:g} is too small for calibrated critical values from {n_paths} simulated "
+                         f"paths (needs level >= {MIN_TAIL_PATHS / n_paths:g}; raise tscube.config.CALIBRATION_PATHS)")
+    if not LEVEL_GRID[0] <= level <= LEVEL_GRID[-1]:
+        raise ValueError(f"calibrated critical values are for levels {LEVEL_GRID[0]:g} to {LEVEL_GRID[-1]:g}, "
+                         f"got {level:g}")
+    n = np.asarray(n, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
+    out = np.full(n.shape, np.nan)
+    grid = n_grid(model)
+    usable = (n > grid[0] - 2) & (m >= 1) & (np.floor(model.h * n) >= 1)
+    classes = spacing_class(np.asarray(spacing, dtype=np.float64))
+    for value in np.unique(classes[usable]):
+        chosen = usable & (classes == value)
+        out[chosen] = _interpolate(replace(model, spacing=float(value)), grid, level, n[chosen], m[chosen],
+                                   np.asarray(drift, dtype=np.float64)[chosen])
+    return out
+
+
+def _interpolate(model: CalibrationModel, grid: np.ndarray, level: float, n: np.ndarray, m: np.ndarray,
+                 drift: np.ndarray) -> np.ndarray:
+    """:func:`calibrated_critvals` of pixels of one spacing class: the cells at the corners
+    of each pixel's ``(log n, log r, log s)``, interpolated linearly."""
+    nu, mu = n.astype(np.float64), m.astype(np.float64)
+    if model.trend:  # the stretch whose canonical drift is the pixel's
+        a, b = drift_coefficients(nu, mu, np.floor(model.h * nu), model.spacing, model.cusum)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            stretch = (drift - a) / b
+        stretch = np.clip(np.where(np.isfinite(stretch) & (stretch > 0), stretch, 1.0), S_GRID[0], S_GRID[-1])
+    else:
+        stretch = np.ones(nu.size)
+    n_lower, n_weight = _bracket(grid.astype(np.float64), nu)
+    r_lower, r_weight = _bracket(R_GRID, mu / nu)
+    if model.trend:
+        s_lower, s_weight = _bracket(S_GRID, stretch)
+    else:
+        s_lower = np.full(nu.size, int(np.argmin(np.abs(S_GRID - 1.0))))
+        s_weight = np.zeros(nu.size)
+    level_lower, level_weight = _bracket(LEVEL_GRID, np.array([level]))
+    # the window of floor(h n) observations: its share u of the history moves the last
+    # window's variance u + u^2 (1 + drift^2) (in sigma^2 units) between a pixel and the
+    # cells, whose critical values scale with its square root
+    d2 = 1.0 + (np.where(np.isfinite(drift), drift, 0.0) ** 2 if model.trend else 0.0)
+
+    def window_variance(size):
+        u = np.floor(model.h * size) / size
+        return u + u * u * d2
+
+    pixel_variance = window_variance(nu)
+    corners = [(dn, dr, ds) for dn in (0, 1) for dr in (0, 1) for ds in ((0, 1) if model.trend else (0,))]
+    codes = [((n_lower + dn) * len(R_GRID) + r_lower + dr) * len(S_GRID) + s_lower + ds for dn, dr, ds in corners]
+    used = np.zeros(len(grid) * len(R_GRID) * len(S_GRID), dtype=bool)  # the grid's cells, flat
+    for code in codes:
+        used[code] = True
+    needed = np.flatnonzero(used)
+    table = np.full(used.size, np.nan)  # each needed cell's critical value at the level
+    table[needed] = [(1 - level_weight[0]) * at[level_lower[0]] + level_weight[0] * at[level_lower[0] + 1]
+                     for at in _cells(model, grid, needed.tolist())]
+    result = np.zeros(nu.size)
+    for (dn, dr, ds), code in zip(corners, codes):
+        weight = ((n_weight if dn else 1 - n_weight) * (r_weight if dr else 1 - r_weight)
+                  * ((s_weight if ds else 1 - s_weight) if model.trend else 1.0))
+        scale = 1.0 if model.cusum else np.sqrt(pixel_variance / window_variance(grid[n_lower + dn].astype(np.float64)))
+        result += weight * table[code] * scale
+    return result
+
+
+def _cells(model: CalibrationModel, grid: np.ndarray, codes: list[int]) -> list[np.ndarray]:
+    """:func:`cell_values` of the cells ``codes`` (``(ni * len(R_GRID) + ri) * len(S_GRID) +
+    si``), those not cached simulated on a thread per core, each with a single-threaded
+    BLAS (NumPy's generators and matrix products release the GIL; the products are too
+    small for BLAS's own threads, which would only compete with the pool's). Each cell
+    has its own seed: the values do not depend on the order."""
+    def values(code: int) -> np.ndarray:
+        ni, rest = divmod(code, len(R_GRID) * len(S_GRID))
+        ri, si = divmod(rest, len(S_GRID))
+        return cell_values(model, int(grid[ni]), ri, si)
+
+    missing = [code for code in codes if _in_memory(model, grid, code) is None]
+    workers = min(len(missing), os.cpu_count() or 1)
+    began, simulated = time.perf_counter(), SIMULATION_SECONDS[0]
+    if workers > 1:
+        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(values, missing))
+    out = [values(code) for code in codes]
+    if SIMULATION_SECONDS[0] > simulated:
+        logger.info("calibrated critical values: %d table cells read or simulated in %.1f s (simulated once, then "
+                    "read from %s)", len(missing), time.perf_counter() - began, cache_dir() / "calibration")
+    return out
+
+
+def _in_memory(model: CalibrationModel, grid: np.ndarray, code: int) -> np.ndarray | None:
+    """The values of the cell ``code`` (see :func:`_cells`) if this process has them."""
+    ni, rest = divmod(code, len(R_GRID) * len(S_GRID))
+    ri, si = divmod(rest, len(S_GRID))
+    return _CELLS.get((model, int(grid[ni]), ri, si, int(config.CALIBRATION_PATHS), int(config.CRITVAL_SEED)))
+
+
+#: Seconds this process has spent simulating cells, summed over the threads that did
+#: (benchmarks/calibration.py reports the one-off cost as wall time).
+SIMULATION_SECONDS = [0.0]
+_SECONDS_LOCK = threading.Lock()
+
+
+def model_of(plan: MonitorPlan) -> CalibrationModel:
+    """The calibration model of a :class:`~tscube.bfast.monitor.plan.MonitorPlan` (spacing
+    1: each pixel's class replaces it)."""
+    design = plan.design
+    return CalibrationModel(freq=int(plan.axis.freq), order=int(design.order), trend="trend" in design.names,
+                            season=design.season_level is not None, h=float(plan.h), cusum=bool(plan.cusum),
+                            spacing=1.0)
+
+
+def calibrate_plan(values: np.ndarray, plan: MonitorPlan, level: float) -> MonitorPlan:
+    """``plan`` with each pixel's calibrated critical value per start (``critvals``) and the
+    history selection they were calibrated on (``history_first``, conditionally on it:
+    the ROC/BP selection is taken as given), for the pixels ``values`` ``(T, P)``."""
+    selection = history_first(values, plan)
+    n, m, drift, spacing = pixel_features(values, plan.nodata, selection[0], plan.monitor_begin, plan.axis.slot,
+                                          plan.h, plan.cusum)
+    critvals = calibrated_critvals(model_of(plan), level, n, m, drift, spacing)
+    return replace(plan, critvals=critvals, history_first=selection)
