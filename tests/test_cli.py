@@ -108,16 +108,17 @@ def test_monitor_parameters_reach_the_algorithm(tmp_path, folder, cube):
     out = tmp_path / "breaks.nc"
     start = 2001.0 + 17 / 23  # a decimal year on the 16-day grid
     result = tscube("monitor", folder, "--start", f"{start!r}", "--freq", 23, "--order", 1, "--h", 0.5,
-                    "--level", 0.01, "--history", f"{dates[10]:%Y-%m-%d}", "--process", "-o", out,
+                    "--level", 0.01, "--history", f"{dates[10]:%Y-%m-%d}", "--process", "--calibrate", "-o", out,
                     "--engine", ENGINE, "--no-progress")
     assert result.exit_code == 0, result.output
     expected = bfast_monitor(raw, dates, start, freq=23, order=1, h=0.5, level=0.01, history=dates[10],
-                             nodata=NODATA, return_process=True, engine=ENGINE)
+                             nodata=NODATA, return_process=True, calibrate=True, engine=ENGINE)
+    assert np.isfinite(expected.critval).any() and (expected.critval != expected.attrs["critval"]).any()
     back = xr.open_dataset(out, decode_coords="all")
     for name, array in expected.to_dict().items():
         np.testing.assert_array_equal(back[name].values, array, err_msg=name)
     assert back.rio.crs == CRS
-    assert back.attrs["h"] == 0.5 and back.attrs["order"] == 1
+    assert back.attrs["h"] == 0.5 and back.attrs["order"] == 1 and back.attrs["calibrate"]
 
 
 @pytest.mark.parametrize("model", [["--order", "0", "--season"], ["--h", "0.3", "--end", "4"]])
@@ -189,10 +190,22 @@ def test_cluster_command(tmp_path, folder, cube):
     assert set(np.unique(labels.values)) <= {-1, 0, 1}
 
 
-def test_demo_still_runs(tmp_path):
-    result = tscube("demo", "--rows", 6, "--cols", 8, "--engine", ENGINE, "-o", tmp_path / "demo.png")
+@pytest.mark.parametrize("shown", ["calibrated", "r"])
+def test_demo_still_runs(tmp_path, shown):
+    result = tscube("demo", "--rows", 6, "--cols", 8, "--engine", ENGINE, "-o", tmp_path / "demo.png", "--map", shown)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "demo.png").stat().st_size > 0
+    assert "R's boundary: " in result.output and "calibrated  : " in result.output  # both scored
+    assert f"({'calibrated' if shown == 'calibrated' else 'R'} boundary)" in result.output
+
+
+def test_demo_scores_count_false_alarms_on_stable_pixels():
+    from tscube.cli.demo import detection_scores
+
+    planted = np.array([True, True, False, False, False, False])
+    detected = np.array([True, False, True, False, False, False])
+    scores = detection_scores(detected, planted)
+    assert scores == dict(detected=2, planted=2, precision=0.5, recall=0.5, stable=4, stable_flagged=0.25)
 
 
 def test_warns_loudly_when_every_pixel_is_missing(tmp_path, cube):

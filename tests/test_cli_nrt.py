@@ -107,6 +107,29 @@ def test_updates_equal_the_full_run(tmp_path, raw, fit_at, steps):
     assert again.exit_code == 0 and "up to date" in again.output
 
 
+def test_calibrated_state_updates_as_in_python(tmp_path, raw):
+    """--update --calibrate: the chunked fit stores each pixel's calibrated critical value
+    (for the horizon --end), the updates keep it, and the result equals
+    BfastMonitor(calibrate=True) over the same dates; an update without --calibrate is
+    refused."""
+    from tscube.bfast.nrt import BfastMonitor
+
+    out = tmp_path / "alerts.zarr"
+    extra = ("--calibrate", "--end", "2")
+    assert tscube(*update_args(grow(tmp_path, raw, 44), out, *extra)).exit_code == 0
+    result = tscube(*update_args(grow(tmp_path, raw, 64), out, *extra))
+    assert result.exit_code == 0, result.output
+    stored = _Stored(out)
+    monitor = BfastMonitor(START, freq=23, history="ROC", nodata=NODATA, end=2, calibrate=True, engine="cpu")
+    monitor.fit(raw[:44], DATES[:44]).update(raw[44:], DATES[44:])
+    expected = monitor.result()
+    np.testing.assert_allclose(stored.critval, expected.critval, rtol=1e-12, equal_nan=True)
+    np.testing.assert_array_equal(stored.break_index, expected.break_index)
+    assert np.isfinite(stored.critval).sum() >= 40 and stored.ds.attrs["calibrate"]
+    refused = tscube(*update_args(grow(tmp_path, raw, 64), out, "--end", "2"))
+    assert refused.exit_code != 0 and "calibrate (True -> False)" in refused.output
+
+
 def test_update_keeps_the_process_type(tmp_path, raw):
     """``--type OLS-CUSUM`` with ``--update``: the state runs the CUSUM process (it was
     dropped: the update's model did not take --type or --season), its updates equal the

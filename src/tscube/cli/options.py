@@ -77,6 +77,9 @@ Level = Annotated[float, typer.Option(help="Significance level of the monitoring
 End = Annotated[float, typer.Option(help=(
     "Monitoring horizon of the MOSUM critical value, in history sizes; R's table has 2, 4, 6, 8, 10 (others: simulated)."))]
 NoTrend = Annotated[bool, typer.Option("--no-trend", help="Fit the seasonal model without a trend.")]
+Calibrate = Annotated[bool, typer.Option("--calibrate", help=(
+    "Critical value calibrated to each pixel's own dates, model and process, so that a stable pixel is flagged "
+    "with probability --level (R's flags far more with a trend); writes each pixel's 'critval'."))]
 
 
 @dataclass(frozen=True)
@@ -97,12 +100,16 @@ class BfastInput:
     end: float
     no_trend: bool
     nodata: Optional[float]
+    calibrate: bool = False
 
     def model(self) -> dict:
         """The model's keyword arguments of :func:`tscube.bfast_monitor` (all but start,
         history and the input's reading), as the CLI records them for a resumable run."""
-        return dict(freq=self.freq, order=self.order, trend=not self.no_trend, season=self.season,
-                    type=self.process_type, h=self.h, level=self.level, end=self.end, nodata=self.nodata)
+        model = dict(freq=self.freq, order=self.order, trend=not self.no_trend, season=self.season,
+                     type=self.process_type, h=self.h, level=self.level, end=self.end, nodata=self.nodata)
+        if self.calibrate:  # (only then: the records of earlier runs stay those of the same run)
+            model["calibrate"] = True
+        return model
 
 
 #: (name, option type, default) of each BfastInput field, in --help order.
@@ -110,7 +117,7 @@ BFAST_INPUT_OPTIONS = (
     ("dates", DatesFile, None), ("date_pattern", DatePattern, None), ("variable", Variable, None),
     ("freq", Freq, None), ("history", History, "ROC"), ("order", Order, 3), ("season", Season, False),
     ("process_type", ProcessType, "OLS-MOSUM"), ("h", Bandwidth, 0.25), ("level", Level, 0.05), ("end", End, 10),
-    ("no_trend", NoTrend, False), ("nodata", Nodata, None),
+    ("no_trend", NoTrend, False), ("nodata", Nodata, None), ("calibrate", Calibrate, False),
 )
 
 
