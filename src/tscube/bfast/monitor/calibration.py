@@ -51,7 +51,7 @@ from ..._jit import jit
 from ...timeaxis import TimeAxis
 from ..core.design import build_design
 from ..core.inputs import kernel_nodata
-from .critval import cache_dir
+from .critval import cache_dir, write_cached
 from .history import history_first
 from .plan import MonitorPlan
 
@@ -241,14 +241,7 @@ def cell_values(model: CalibrationModel, n: int, ri: int, si: int) -> np.ndarray
     values[LEVEL_GRID * n_paths < MIN_TAIL_PATHS] = np.nan
     values.setflags(write=False)
     _CELLS[model, n, ri, si, n_paths, seed] = values
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
-        with open(partial, "wb") as stream:
-            np.save(stream, values)
-        os.replace(partial, path)
-    except OSError:
-        pass  # a read-only cache folder: the values are still right, only not remembered
+    write_cached(path, values)
     return values
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import threading
 import time
 from functools import lru_cache
 from importlib.resources import files
@@ -307,15 +308,22 @@ def mosum_sample(h: float, end: float) -> tuple[np.ndarray, float]:
     seconds = time.perf_counter() - began
     sample.setflags(write=False)
     _SAMPLES[path] = sample
+    write_cached(path, sample)
+    return sample, seconds
+
+
+def write_cached(path: Path, array: np.ndarray) -> None:
+    """Save ``array`` to the cache file ``path`` atomically (a temporary file of this
+    process and thread, renamed into place: a reader never sees half a file); a cache
+    folder that cannot be written only loses the file, the values are still right."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
         with open(partial, "wb") as stream:
-            np.save(stream, sample)
+            np.save(stream, array)
         os.replace(partial, path)
     except OSError:
-        pass  # a read-only home: the value is still right, only not remembered
-    return sample, seconds
+        pass
 
 
 def quantile_standard_error(sample: np.ndarray, p: float) -> float:
