@@ -124,6 +124,46 @@ def test_calibrated_values_match_each_pixels_own_monte_carlo(process):
     assert np.all(truth > 1.2 * result.attrs["critval"])  # R's value is far too low here
 
 
+def test_very_short_histories_match_their_own_monte_carlo():
+    """A few observations more than the model's regressors: the critical value changes by
+    orders of magnitude with each one (every history size there is a grid point)."""
+    dates = dates_of(92)
+    sizes = [8, 9, 11, 14]
+    cube = cloudy_noise(92, len(sizes), 0.0, seed=6)
+    for p, n in enumerate(sizes):
+        cube[:23 - n, p] = np.nan  # n history observations before the start at date 23
+    result = bfast_monitor(cube, dates, float(dates[23]), freq=FREQ, order=1, history="all", calibrate=True,
+                           engine="cpu")
+    assert (result.status == BfastStatus.OK).all()
+    truth = per_pixel_truth(cube, dates, 23, 1, True, 0.25, False, range(len(sizes)), 0.05, paths=20000)
+    np.testing.assert_allclose(result.critval, truth, rtol=0.06)
+    assert truth[0] > 5 * truth[-1]  # (k = 4: from n = 8 to 14 the value falls more than fivefold)
+
+
+def test_the_lowest_level_with_enough_simulated_paths_works():
+    """Every level the check lets through gets finite critical values (the interpolation
+    reads the grid level below it, which needs its tail paths too)."""
+    lowest = calibration.LEVEL_GRID[calibration.LEVEL_GRID * config.CALIBRATION_PATHS >= calibration.MIN_TAIL_PATHS][0]
+    cube = cloudy_noise(100, 4, 0.1, seed=9)
+    kwargs = dict(dates=dates_of(100), start=2000 + 60 / FREQ, freq=FREQ, history="all", calibrate=True,
+                  engine="cpu")
+    result = bfast_monitor(cube, level=float(lowest) * 1.001, **kwargs)
+    assert (result.status == BfastStatus.OK).all() and np.isfinite(result.critval).all()
+    with pytest.raises(ValueError, match="too small for calibrated critical values"):
+        bfast_monitor(cube, level=float(lowest) * 0.999, **kwargs)
+
+
+def test_a_model_no_design_can_fit_gives_statuses_not_an_error():
+    """freq = 1 with harmonics: every history is singular (as uncalibrated), no exception."""
+    cube = cloudy_noise(40, 3, 0.0, seed=1)
+    dates = 2000.0 + np.arange(40)
+    kwargs = dict(dates=dates, start=2030.0, freq=1, order=1, history="all", engine="cpu")
+    expected = bfast_monitor(cube, **kwargs)
+    got = bfast_monitor(cube, calibrate=True, **kwargs)
+    np.testing.assert_array_equal(got.status, expected.status)
+    assert (got.status == BfastStatus.SINGULAR_DESIGN).all() and np.isnan(got.critval).all()
+
+
 def test_stable_series_are_flagged_at_about_level():
     """1,200 white-noise series (trend + harmon, 40 % missing): R's boundary flags about
     30 %, the calibrated one about 5 % (within 4 binomial standard errors)."""

@@ -213,6 +213,23 @@ def test_in_progress_run_with_other_parameters_is_refused(cube, tmp_path):
     assert chunk_store_path(out).exists() and not out.exists()  # the partial run is kept
 
 
+def test_a_run_of_another_tscube_with_other_outputs_is_not_resumed(cube, tmp_path):
+    """A killed run whose store was made for other result variables (an older tscube,
+    before ``critval``) is refused, naming them, not resumed into a store it cannot fill."""
+    out = tmp_path / "breaks.zarr"
+    env = dict(os.environ, TSCUBE_TEST_CHUNK_DELAY="0.4")
+    in_progress = chunk_store_path(out) / RECORD_NAME
+    _run_and_kill(monitor_args(cube, out), in_progress, env)
+    record = json.loads(in_progress.read_text())
+    record["variables"] = ",".join(name for name in record["variables"].split(",") if name != "critval")
+    in_progress.write_text(json.dumps(record))
+    refused = tscube(*monitor_args(cube, out))
+    assert refused.exit_code != 0 and "variables (" in refused.output and "--overwrite" in refused.output
+    replaced = tscube(*monitor_args(cube, out, "--overwrite"))
+    assert replaced.exit_code == 0, replaced.output
+    assert "critval" in xr.open_zarr(out).data_vars
+
+
 def test_foreign_output_is_refused_and_changed_input_is_noticed(cube, tmp_path):
     out = tmp_path / "breaks.tif"
     out.write_bytes(b"not ours")

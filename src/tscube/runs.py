@@ -571,8 +571,11 @@ def _run(template, output: Path, *, command, params, input_id, status_enum, over
                  and len(variable.chunksizes[d]) > 1]
         if other:
             raise ValueError(f"{name} is chunked along {', '.join(other)}: only pixel dims may be chunked")
+    # the variables too: a run of another tscube that writes other outputs (a store without
+    # one of them) is refused, not resumed into a store it cannot fill
     identity = {"command": command, "params": _jsonable(params), "input": _jsonable(input_id),
-                "grid": grid.as_record(), "version": RECORD_VERSION}
+                "grid": grid.as_record(), "variables": ",".join(sorted(map(str, template.data_vars))),
+                "version": RECORD_VERSION}
 
     record = _resume_or_refuse(output, store, final_record_path, identity, overwrite, echo)
     if record is not None and record.get("complete"):

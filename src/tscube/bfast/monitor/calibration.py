@@ -21,7 +21,7 @@ match a pixel in what drives it, and interpolates:
   apart (``stretch``), ``s`` chosen so that the drift at the last MOSUM window (OLS-CUSUM:
   the monitoring period's mean) is the pixel's;
 * the model (harmonics, seasonal dummies, trend), ``h``, the process type, and the
-  dates' spacing of the call (history slots per observation, the median over pixels).
+  pixel's spacing class (history slots per observation, to the nearest half octave).
 
 Each cell of the grid in ``(n, r, s)`` holds the ``1 - level`` quantiles of the
 simulated statistic (``config.CALIBRATION_PATHS`` paths, for a fixed grid of levels),
@@ -184,11 +184,14 @@ RECIPE = 2
 
 
 def n_grid(model: CalibrationModel) -> np.ndarray:
-    """The history sizes of the model's grid: :data:`N_GRID` from ``k + 2`` observations on
-    (two degrees of freedom for sigma; the engines need ``n > k``)."""
+    """The history sizes of the model's grid: every size from ``k + 2`` observations (two
+    degrees of freedom for sigma; the engines need ``n > k``) to :data:`N_GRID`'s third
+    value, where a few observations more or less change the critical value by orders of
+    magnitude, then :data:`N_GRID`."""
     k = build_design(TimeAxis(time=2000.0 + np.arange(3) / model.freq, slot=np.arange(3), freq=model.freq),
                      model.order, model.trend, model.season).k
-    return np.unique(np.concatenate([[k + 2], N_GRID[N_GRID > k + 2]])).astype(np.int64)
+    dense = np.arange(k + 2, max(k + 2, int(N_GRID[2])) + 1)
+    return np.unique(np.concatenate([dense, N_GRID[N_GRID > k + 2]])).astype(np.int64)
 
 
 def _cell_path(model: CalibrationModel, n: int, ri: int, si: int, n_paths: int, seed: int):
@@ -232,7 +235,10 @@ def cell_values(model: CalibrationModel, n: int, ri: int, si: int) -> np.ndarray
     stretch = S_GRID[si] if model.trend else 1.0
     began = time.perf_counter()
     cell_seed = int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "little")
-    sample = simulate_cell(model, n, m, stretch, n_paths, cell_seed)
+    try:
+        sample = simulate_cell(model, n, m, stretch, n_paths, cell_seed)
+    except ValueError:  # no design of this size fits the model: no pixel's does (SINGULAR_DESIGN)
+        sample = np.full(n_paths, np.nan)
     with _SECONDS_LOCK:
         SIMULATION_SECONDS[0] += time.perf_counter() - began
     values = np.quantile(sample, 1.0 - LEVEL_GRID)
@@ -375,9 +381,12 @@ def calibrated_critvals(model: CalibrationModel, level: float, n: np.ndarray, m:
     is replaced by each pixel's :func:`spacing_class`); NaN where a pixel has no history
     or monitoring to calibrate for (its status says why)."""
     n_paths = int(config.CALIBRATION_PATHS)
-    if level * n_paths < MIN_TAIL_PATHS:
+    # the interpolation reads the grid level below ``level``: it needs its tail paths too
+    reachable = LEVEL_GRID[LEVEL_GRID * n_paths >= MIN_TAIL_PATHS]
+    lowest = float(reachable[0]) if reachable.size else math.inf
+    if level < lowest:
         raise ValueError(f"level = {level:g} is too small for calibrated critical values from {n_paths} simulated "
-                         f"paths (needs level >= {MIN_TAIL_PATHS / n_paths:g}; raise tscube.config.CALIBRATION_PATHS)")
+                         f"paths (needs level >= {lowest:.4g}; raise tscube.config.CALIBRATION_PATHS)")
     if not LEVEL_GRID[0] <= level <= LEVEL_GRID[-1]:
         raise ValueError(f"calibrated critical values are for levels {LEVEL_GRID[0]:g} to {LEVEL_GRID[-1]:g}, "
                          f"got {level:g}")
@@ -385,7 +394,7 @@ def calibrated_critvals(model: CalibrationModel, level: float, n: np.ndarray, m:
     m = np.asarray(m, dtype=np.int64)
     out = np.full(n.shape, np.nan)
     grid = n_grid(model)
-    usable = (n > grid[0] - 2) & (m >= 1) & (np.floor(model.h * n) >= 1)
+    usable = (n > grid[0] - 2) & (m >= 1) & (np.floor(model.h * n) >= 2)  # the engines' TOO_FEW_HISTORY
     classes = spacing_class(np.asarray(spacing, dtype=np.float64))
     for value in np.unique(classes[usable]):
         chosen = usable & (classes == value)
@@ -403,7 +412,9 @@ def _interpolate(model: CalibrationModel, grid: np.ndarray, level: float, n: np.
         a, b = drift_coefficients(nu, mu, np.floor(model.h * nu), model.spacing, model.cusum)
         with np.errstate(divide="ignore", invalid="ignore"):
             stretch = (drift - a) / b
-        stretch = np.clip(np.where(np.isfinite(stretch) & (stretch > 0), stretch, 1.0), S_GRID[0], S_GRID[-1])
+        # (a drift below every canonical design's, e.g. a long gap inside the history: the
+        # lowest stretch, the nearest design)
+        stretch = np.clip(np.where(np.isfinite(stretch), stretch, 1.0), S_GRID[0], S_GRID[-1])
     else:
         stretch = np.ones(nu.size)
     n_lower, n_weight = _bracket(grid.astype(np.float64), nu)
@@ -454,11 +465,17 @@ def _cells(model: CalibrationModel, grid: np.ndarray, codes: list[int]) -> list[
         return cell_values(model, int(grid[ni]), ri, si)
 
     missing = [code for code in codes if _in_memory(model, grid, code) is None]
-    workers = min(len(missing), os.cpu_count() or 1)
     began, simulated = time.perf_counter(), SIMULATION_SECONDS[0]
-    if workers > 1:
-        with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(values, missing))
+    if missing:
+        # one simulation at a time in the process: threadpool_limits is process-wide, and
+        # the same BLAS thread count for every cell (its sums' order: bit-identical values)
+        with _SIMULATION_LOCK, threadpool_limits(limits=1, user_api="blas"):
+            workers = min(len(missing), os.cpu_count() or 1)
+            if workers > 1:
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    list(pool.map(values, missing))
+            else:
+                values(missing[0])
     out = [values(code) for code in codes]
     if SIMULATION_SECONDS[0] > simulated:
         logger.info("calibrated critical values: %d table cells read or simulated in %.1f s (simulated once, then "
@@ -477,6 +494,7 @@ def _in_memory(model: CalibrationModel, grid: np.ndarray, code: int) -> np.ndarr
 #: (benchmarks/calibration.py reports the one-off cost as wall time).
 SIMULATION_SECONDS = [0.0]
 _SECONDS_LOCK = threading.Lock()
+_SIMULATION_LOCK = threading.Lock()
 
 
 def model_of(plan: MonitorPlan) -> CalibrationModel:

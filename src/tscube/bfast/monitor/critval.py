@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -316,14 +317,15 @@ def write_cached(path: Path, array: np.ndarray) -> None:
     """Save ``array`` to the cache file ``path`` atomically (a temporary file of this
     process and thread, renamed into place: a reader never sees half a file); a cache
     folder that cannot be written only loses the file, the values are still right."""
+    partial = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
         with open(partial, "wb") as stream:
             np.save(stream, array)
         os.replace(partial, path)
     except OSError:
-        pass
+        with contextlib.suppress(OSError):  # (a full disk: no half file left behind)
+            partial.unlink(missing_ok=True)
 
 
 def quantile_standard_error(sample: np.ndarray, p: float) -> float:
