@@ -303,40 +303,41 @@ def cost(repeat: int) -> list[dict]:
     return rows
 
 
+def _table(header: list[str], cells: list[list[str]]) -> list[str]:
+    """A Markdown table's lines."""
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(row) + " |" for row in cells])
+
+
 def markdown(rows: list[dict]) -> str:
     lines = []
     table = [r for r in rows if r["measure"] == "false_alarms"]
     if table:
-        lines += ["| design class | level | series | R | calibrated | (calibrated - level) / SE |",
-                  "|---|---|---|---|---|---|"]
-        for r in table:
-            lines.append(f"| {r['design']} | {r['level']:g} | {r['series']} | {r['r_rate']:.3f} | "
-                         f"{r['calibrated_rate']:.4f} | {r['calibrated_se']:+.1f} |")
+        lines += _table(["design class", "level", "series", "R", "calibrated", "(calibrated - level) / SE"],
+                        [[r["design"], f"{r['level']:g}", str(r["series"]), f"{r['r_rate']:.3f}",
+                          f"{r['calibrated_rate']:.4f}", f"{r['calibrated_se']:+.1f}"] for r in table])
         worst = max(abs(r["calibrated_se"]) for r in table)
         lines.append(f"\nAll {len(table)} within 3 SE: {all(r['within_3se'] for r in table)} (largest |SE| {worst:.1f}).\n")
     table = [r for r in rows if r["measure"] == "truth"]
     if table:
-        lines += ["| design class | pixels | actual level: mean | 5-95 % of pixels | calibrated / true critval: mean | sd |",
-                  "|---|---|---|---|---|---|"]
-        for r in table:
-            lines.append(f"| {r['design']} | {r['pixels']} | {r['mean_level']:.4f} | {r['p05_level']:.4f}-"
-                         f"{r['p95_level']:.4f} | {r['mean_ratio']:.4f} | {r['sd_ratio']:.4f} |")
-        lines.append("")
+        lines += _table(["design class", "pixels", "actual level: mean", "5-95 % of pixels",
+                         "calibrated / true critval: mean", "sd"],
+                        [[r["design"], str(r["pixels"]), f"{r['mean_level']:.4f}",
+                          f"{r['p05_level']:.4f}-{r['p95_level']:.4f}", f"{r['mean_ratio']:.4f}", f"{r['sd_ratio']:.4f}"]
+                         for r in table]) + [""]
     table = [r for r in rows if r["measure"] == "power" and r["break_size"] > 0]
     if table:
-        lines += ["| break (sigma) | calibrated: detected | delay | R tuned: detected | delay | R default: detected |",
-                  "|---|---|---|---|---|---|"]
-        for r in table:
-            lines.append(f"| {r['break_size']:g} | {r['calibrated_detected']:.3f} | {r['calibrated_median_delay']:g} | "
-                         f"{r['tuned_r_detected']:.3f} | {r['tuned_r_median_delay']:g} | {r['r_detected']:.3f} |")
-        lines.append("")
+        lines += _table(["break (sigma)", "calibrated: detected", "delay", "R tuned: detected", "delay",
+                         "R default: detected"],
+                        [[f"{r['break_size']:g}", f"{r['calibrated_detected']:.3f}", f"{r['calibrated_median_delay']:g}",
+                          f"{r['tuned_r_detected']:.3f}", f"{r['tuned_r_median_delay']:g}", f"{r['r_detected']:.3f}"]
+                         for r in table]) + [""]
     table = [r for r in rows if r["measure"] == "cost"]
     if table:
-        lines += ["| cube | pixels | default s | calibrated s | ratio | one-off s (cells simulated) |",
-                  "|---|---|---|---|---|---|"]
-        for r in table:
-            lines.append(f"| {r['cube']} | {r['pixels']} | {r['default_seconds']:.3f} | {r['calibrated_seconds']:.3f} | "
-                         f"{r['calibrated_over_default']:.2f} | {r['one_off_seconds']:.1f} ({r['cells']}) |")
+        lines += _table(["cube", "pixels", "default s", "calibrated s", "ratio", "one-off s (cells simulated)"],
+                        [[r["cube"], str(r["pixels"]), f"{r['default_seconds']:.3f}", f"{r['calibrated_seconds']:.3f}",
+                          f"{r['calibrated_over_default']:.2f}", f"{r['one_off_seconds']:.1f} ({r['cells']})"]
+                         for r in table])
     return "\n".join(lines)
 
 
