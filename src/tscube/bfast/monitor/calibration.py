@@ -84,11 +84,12 @@ class CalibrationModel:
     season: bool
     h: float
     cusum: bool
-    spacing: float  # history grid slots per observation (1: no gaps)
+    spacing: float  # history dates (of the step below) per observation (1: no gaps)
+    step: int = 1  # grid slots between consecutive dates of the call (16 for 16-day dates on R's daily grid)
 
     def key(self) -> str:
         return (f"freq={self.freq} order={self.order} trend={self.trend} season={self.season} h={self.h!r} "
-                f"cusum={self.cusum} spacing={self.spacing!r}")
+                f"cusum={self.cusum} spacing={self.spacing!r}" + (f" step={self.step}" if self.step != 1 else ""))
 
 
 def canonical_slots(n: int, m: int, stretch: float, spacing: float, rng: np.random.Generator) -> np.ndarray:
@@ -130,7 +131,7 @@ def canonical_design(model: CalibrationModel, n: int, m: int, stretch: float, rn
     """The design matrix ``(n + m, k)`` of one draw of the canonical dates (the model's
     columns), redrawn while its history cannot fit the model (at most 100 times)."""
     for attempt in range(100):  # the last draws without gaps in the history (they fit when any can)
-        slots = canonical_slots(n, m, stretch, model.spacing if attempt < 80 else 1.0, rng)
+        slots = model.step * canonical_slots(n, m, stretch, model.spacing if attempt < 80 else 1.0, rng)
         axis = TimeAxis(time=2000.0 + slots / model.freq, slot=slots, freq=model.freq)
         X = build_design(axis, model.order, model.trend, model.season).matrix
         if np.linalg.matrix_rank(X[:n]) == X.shape[1]:
@@ -378,7 +379,8 @@ def calibrated_critvals(model: CalibrationModel, level: float, n: np.ndarray, m:
                         spacing: np.ndarray) -> np.ndarray:
     """The critical value of each pixel (arrays of its ``n``, ``m``, ``drift`` and
     ``spacing``, see :func:`pixel_features`) at ``level``, for ``model`` (its ``spacing``
-    is replaced by each pixel's :func:`spacing_class`); NaN where a pixel has no history
+    is replaced by the :func:`spacing_class` of each pixel's spacing over the model's
+    ``step``); NaN where a pixel has no history
     or monitoring to calibrate for (its status says why)."""
     n_paths = int(config.CALIBRATION_PATHS)
     # the interpolation reads the grid level below ``level``: it needs its tail paths too
@@ -395,7 +397,7 @@ def calibrated_critvals(model: CalibrationModel, level: float, n: np.ndarray, m:
     out = np.full(n.shape, np.nan)
     grid = n_grid(model)
     usable = (n > grid[0] - 2) & (m >= 1) & (np.floor(model.h * n) >= 2)  # the engines' TOO_FEW_HISTORY
-    classes = spacing_class(np.asarray(spacing, dtype=np.float64))
+    classes = spacing_class(np.asarray(spacing, dtype=np.float64) / model.step)
     for value in np.unique(classes[usable]):
         chosen = usable & (classes == value)
         out[chosen] = _interpolate(replace(model, spacing=float(value)), grid, level, n[chosen], m[chosen],
@@ -499,11 +501,15 @@ _SIMULATION_LOCK = threading.Lock()
 
 def model_of(plan: MonitorPlan) -> CalibrationModel:
     """The calibration model of a :class:`~tscube.bfast.monitor.plan.MonitorPlan` (spacing
-    1: each pixel's class replaces it)."""
+    1: each pixel's class replaces it). Its step is the dates' usual spacing on the grid
+    (the median; 1 for a regular series with ``freq``): the canonical designs thin a
+    regular series of that step, as clouds thin regular acquisitions."""
     design = plan.design
+    slots = np.asarray(plan.axis.slot)
+    step = max(1, int(round(float(np.median(np.diff(slots)))))) if slots.size > 1 else 1
     return CalibrationModel(freq=int(plan.axis.freq), order=int(design.order), trend="trend" in design.names,
                             season=design.season_level is not None, h=float(plan.h), cusum=bool(plan.cusum),
-                            spacing=1.0)
+                            spacing=1.0, step=step)
 
 
 def calibrate_plan(values: np.ndarray, plan: MonitorPlan, level: float) -> MonitorPlan:
