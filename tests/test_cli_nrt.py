@@ -119,6 +119,7 @@ def test_calibrated_state_updates_as_in_python(tmp_path, raw):
     assert tscube(*update_args(grow(tmp_path, raw, 44), out, *extra)).exit_code == 0
     result = tscube(*update_args(grow(tmp_path, raw, 64), out, *extra))
     assert result.exit_code == 0, result.output
+    assert "calibrated critical values for monitoring until end = 2 history periods" in result.output
     stored = _Stored(out)
     monitor = BfastMonitor(START, freq=23, history="ROC", nodata=NODATA, end=2, calibrate=True, engine="cpu")
     monitor.fit(raw[:44], DATES[:44]).update(raw[44:], DATES[44:])

@@ -137,7 +137,13 @@ def _monitor_update(input_path, output: Path, start: str, start_value, history_v
 
     with quiet_zarr(), xr.open_zarr(output, consolidated=False) as ds:
         alerts = int(np.count_nonzero(ds["alert"].values))
+        calibrated = bool(ds.attrs.get("calibrate")) and "critval" in ds
+        if calibrated:
+            critval, r_critval, end = float(np.nanmedian(ds["critval"].values)), ds.attrs["critval"], ds.attrs["end"]
     typer.echo(f"alerts (first break among the new dates): {alerts:,}")
+    if calibrated:  # (the horizon decides the boundary: a user should see which one it is)
+        typer.echo(f"calibrated critical values for monitoring until end = {end:g} history periods: median "
+                   f"{critval:.2f} (R's {r_critval:.2f}); --end sets the horizon")
     typer.echo(f"written {output}")
 
 
