@@ -120,3 +120,29 @@ def test_the_stamp_of_a_kernel_module_covers_the_helpers_it_compiles_in():
     files = {str(path.relative_to(PACKAGE_DIR)) for path in _dependencies(PACKAGE_DIR / "bfast" / "nrt" / "_cpu.py")}
     assert {"bfast/nrt/_cpu.py", "bfast/core/ols_cpu.py", "bfast/monitor/critval.py", "_jit.py", "config.py"} <= files
     assert not any(Path(name).name in ("_xarray.py", "api.py") for name in files)  # not the whole package
+
+
+def test_a_compilation_is_announced_once_and_timed_and_a_cached_kernel_says_nothing():
+    """compile_notice (the CLI's): one line when numba starts compiling, one with the
+    count and time at the end; nothing for kernels already compiled."""
+    from numba import njit
+
+    from tscube._jit import compile_notice
+
+    @njit
+    def outer(x):
+        return inner(x) * 2.0
+
+    @njit
+    def inner(x):
+        return x + 1.0
+
+    lines = []
+    with compile_notice(lines.append) as notice:
+        assert outer(1.0) == 4.0 and outer(2.0) == 6.0  # one signature: compiled once, callee inside it
+    assert len(lines) == 2 and "compiling" in lines[0]
+    assert notice.kernels == 1 and notice.seconds > 0 and lines[1].startswith("numba compiled 1 kernels in ")
+    quiet = []
+    with compile_notice(quiet.append):
+        outer(3.0)
+    assert quiet == []

@@ -29,11 +29,13 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import time
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
 from numba import njit
-from numba.core import caching
+from numba.core import caching, event
 from numba.core.caching import _CacheLocator
 
 #: numba's cache implementation, whose list of locators :class:`ImportStampLocator` joins
@@ -155,3 +157,53 @@ class ImportStampLocator(_CacheLocator):
 
 if ImportStampLocator not in CacheImpl._locator_classes:
     CacheImpl._locator_classes.insert(0, ImportStampLocator)
+
+
+class CompileNotice(event.Listener):
+    """Says, at the first compilation numba starts (a first run on this machine, a new
+    tscube, a cleared or stale cache), that it is compiling, and counts the time: a wait
+    of a minute with nothing on screen looks like a hang. Kernels loaded from the cache
+    start no compilation and say nothing."""
+
+    def __init__(self, echo):
+        self.echo = echo
+        self.depth = 0  # a kernel's compilation compiles its callees inside it
+        self.began = 0.0
+        self.seconds = 0.0
+        self.kernels = 0
+
+    def on_start(self, _event) -> None:
+        if self.depth == 0:
+            if self.kernels == 0:
+                self.echo("numba is compiling tscube's kernels for their first use here (once: later runs load "
+                          "them from its cache)...")
+            self.began = time.perf_counter()
+        self.depth += 1
+
+    def on_end(self, _event) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.seconds += time.perf_counter() - self.began
+            self.kernels += 1
+
+    def summary(self) -> str | None:
+        """One line on what was compiled, or None if nothing was."""
+        if not self.kernels:
+            return None
+        return f"numba compiled {self.kernels} kernels in {self.seconds:.1f} s (cached for later runs)"
+
+
+@contextmanager
+def compile_notice(echo):
+    """While inside, :class:`CompileNotice` says through ``echo`` when numba starts
+    compiling, and at the end how long it took (nothing when every kernel came from the
+    cache)."""
+    notice = CompileNotice(echo)
+    event.register("numba:compile", notice)
+    try:
+        yield notice
+    finally:
+        event.unregister("numba:compile", notice)
+        line = notice.summary()
+        if line:
+            echo(line)

@@ -11,8 +11,12 @@ app = typer.Typer(help="Per-pixel time-series analysis of satellite image cubes.
 
 
 @app.callback()
-def main() -> None:
+def main(ctx: typer.Context) -> None:
     """tscube: BFAST Monitor change detection (and more) over image cubes, in parallel."""
+    from .._jit import compile_notice
+
+    # a first run compiles for a minute or more: say so on stderr, and how long it took
+    ctx.with_resource(compile_notice(lambda line: typer.echo(line, err=True)))
 
 
 #: Exit code of the file commands when the input or a parameter is wrong.
