@@ -49,7 +49,7 @@ from threadpoolctl import threadpool_limits
 from ... import config
 from ..._jit import jit
 from ...timeaxis import TimeAxis
-from ..core.design import build_design
+from ..core.design import build_design, n_regressors
 from ..core.inputs import kernel_nodata
 from .critval import cache_dir, write_cached
 from .history import history_first
@@ -189,8 +189,7 @@ def n_grid(model: CalibrationModel) -> np.ndarray:
     degrees of freedom for sigma; the engines need ``n > k``) to :data:`N_GRID`'s third
     value, where a few observations more or less change the critical value by orders of
     magnitude, then :data:`N_GRID`."""
-    k = build_design(TimeAxis(time=2000.0 + np.arange(3) / model.freq, slot=np.arange(3), freq=model.freq),
-                     model.order, model.trend, model.season).k
+    k = n_regressors(model.freq, model.order, model.trend, model.season)
     dense = np.arange(k + 2, max(k + 2, int(N_GRID[2])) + 1)
     return np.unique(np.concatenate([dense, N_GRID[N_GRID > k + 2]])).astype(np.int64)
 
@@ -220,15 +219,16 @@ def simulate_cell(model: CalibrationModel, n: int, m: int, stretch: float, n_pat
 def cell_values(model: CalibrationModel, n: int, ri: int, si: int) -> np.ndarray:
     """The critical values of one grid cell at the levels of :data:`LEVEL_GRID` (NaN below
     what ``config.CALIBRATION_PATHS`` can tell); simulated once, then read from the cache."""
-    n_paths, seed = int(config.CALIBRATION_PATHS), int(config.CRITVAL_SEED)
-    known = _CELLS.get((model, n, ri, si, n_paths, seed))
+    memory_key = _cell_key(model, n, ri, si)
+    known = _CELLS.get(memory_key)
     if known is not None:
         return known
+    *_, n_paths, seed = memory_key
     path, key = _cell_path(model, n, ri, si, n_paths, seed)
     try:
         values = np.load(path)
         if values.shape == LEVEL_GRID.shape:
-            _CELLS[model, n, ri, si, n_paths, seed] = values
+            _CELLS[memory_key] = values
             return values
     except (OSError, ValueError):
         pass
@@ -247,15 +247,16 @@ def cell_values(model: CalibrationModel, n: int, ri: int, si: int) -> np.ndarray
         values = np.sqrt(np.maximum(values, 0.0))
     values[LEVEL_GRID * n_paths < MIN_TAIL_PATHS] = np.nan
     values.setflags(write=False)
-    _CELLS[model, n, ri, si, n_paths, seed] = values
+    _CELLS[memory_key] = values
     write_cached(path, values)
     return values
 
 
-def _bracket(grid: np.ndarray, values: np.ndarray, log: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Lower grid indices and the interpolation weights of ``values`` (clamped to the grid)."""
-    g = np.log(grid) if log else grid
-    v = np.clip(np.log(values) if log else values, g[0], g[-1])
+def _bracket(grid: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lower grid indices and the interpolation weights, in log, of ``values`` (clamped to
+    the grid)."""
+    g = np.log(grid)
+    v = np.clip(np.log(values), g[0], g[-1])
     lower = np.clip(np.searchsorted(g, v, side="right") - 1, 0, len(g) - 2)
     return lower, (v - g[lower]) / (g[lower + 1] - g[lower])
 
@@ -397,11 +398,12 @@ def calibrated_critvals(model: CalibrationModel, level: float, n: np.ndarray, m:
     out = np.full(n.shape, np.nan)
     grid = n_grid(model)
     usable = (n > grid[0] - 2) & (m >= 1) & (np.floor(model.h * n) >= 2)  # the engines' TOO_FEW_HISTORY
+    drift = np.asarray(drift, dtype=np.float64)
     classes = spacing_class(np.asarray(spacing, dtype=np.float64) / model.step)
     for value in np.unique(classes[usable]):
         chosen = usable & (classes == value)
         out[chosen] = _interpolate(replace(model, spacing=float(value)), grid, level, n[chosen], m[chosen],
-                                   np.asarray(drift, dtype=np.float64)[chosen])
+                                   drift[chosen])
     return out
 
 
@@ -410,6 +412,8 @@ def _interpolate(model: CalibrationModel, grid: np.ndarray, level: float, n: np.
     """:func:`calibrated_critvals` of pixels of one spacing class: the cells at the corners
     of each pixel's ``(log n, log r, log s)``, interpolated linearly."""
     nu, mu = n.astype(np.float64), m.astype(np.float64)
+    n_lower, n_weight = _bracket(grid.astype(np.float64), nu)
+    r_lower, r_weight = _bracket(R_GRID, mu / nu)
     if model.trend:  # the stretch whose canonical drift is the pixel's
         a, b = drift_coefficients(nu, mu, np.floor(model.h * nu), model.spacing, model.cusum)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -417,13 +421,8 @@ def _interpolate(model: CalibrationModel, grid: np.ndarray, level: float, n: np.
         # (a drift below every canonical design's, e.g. a long gap inside the history: the
         # lowest stretch, the nearest design)
         stretch = np.clip(np.where(np.isfinite(stretch), stretch, 1.0), S_GRID[0], S_GRID[-1])
-    else:
-        stretch = np.ones(nu.size)
-    n_lower, n_weight = _bracket(grid.astype(np.float64), nu)
-    r_lower, r_weight = _bracket(R_GRID, mu / nu)
-    if model.trend:
         s_lower, s_weight = _bracket(S_GRID, stretch)
-    else:
+    else:  # no drift: the cells of stretch 1
         s_lower = np.full(nu.size, int(np.argmin(np.abs(S_GRID - 1.0))))
         s_weight = np.zeros(nu.size)
     level_lower, level_weight = _bracket(LEVEL_GRID, np.array([level]))
@@ -462,11 +461,9 @@ def _cells(model: CalibrationModel, grid: np.ndarray, codes: list[int]) -> list[
     small for BLAS's own threads, which would only compete with the pool's). Each cell
     has its own seed: the values do not depend on the order."""
     def values(code: int) -> np.ndarray:
-        ni, rest = divmod(code, len(R_GRID) * len(S_GRID))
-        ri, si = divmod(rest, len(S_GRID))
-        return cell_values(model, int(grid[ni]), ri, si)
+        return cell_values(model, *_cell_of(grid, code))
 
-    missing = [code for code in codes if _in_memory(model, grid, code) is None]
+    missing = [code for code in codes if _CELLS.get(_cell_key(model, *_cell_of(grid, code))) is None]
     began, simulated = time.perf_counter(), SIMULATION_SECONDS[0]
     if missing:
         # one simulation at a time in the process: threadpool_limits is process-wide, and
@@ -485,11 +482,16 @@ def _cells(model: CalibrationModel, grid: np.ndarray, codes: list[int]) -> list[
     return out
 
 
-def _in_memory(model: CalibrationModel, grid: np.ndarray, code: int) -> np.ndarray | None:
-    """The values of the cell ``code`` (see :func:`_cells`) if this process has them."""
+def _cell_of(grid: np.ndarray, code: int) -> tuple[int, int, int]:
+    """``(n, ri, si)`` of the flat cell index ``code`` (see :func:`_cells`)."""
     ni, rest = divmod(code, len(R_GRID) * len(S_GRID))
     ri, si = divmod(rest, len(S_GRID))
-    return _CELLS.get((model, int(grid[ni]), ri, si, int(config.CALIBRATION_PATHS), int(config.CRITVAL_SEED)))
+    return int(grid[ni]), ri, si
+
+
+def _cell_key(model: CalibrationModel, n: int, ri: int, si: int) -> tuple:
+    """The key of a cell in :data:`_CELLS` (its values depend on the paths and the seed)."""
+    return model, n, ri, si, int(config.CALIBRATION_PATHS), int(config.CRITVAL_SEED)
 
 
 #: Seconds this process has spent simulating cells, summed over the threads that did

@@ -193,23 +193,29 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
             BfastStatus.BP_TOO_SHORT if attrs["history"] == "BP" else BfastStatus.ROC_NO_CROSSING)
     state["fitted_status"][:] = fitted
     if calibrate:
-        state["critval"][:] = horizon_critvals(values, axis, state["history_begin"], begin, model)
+        state["critval"][:] = horizon_critvals(values, axis, design, state["history_begin"], begin, model)
     rows = np.arange(begin, Y.shape[0])
     _advance_state(state, Y[begin:], rows, design.matrix[begin:], model)
     return state, model
 
 
-def horizon_critvals(values: np.ndarray, axis, history_begin: np.ndarray, begin: int, model: dict) -> np.ndarray:
-    """Each pixel's critical value calibrated for monitoring until the horizon ``end`` (R's
-    ``end``: ``end`` history sizes from the history start), its observations as frequent
-    and as gappy as in its history (the dates to come are not known; the monitoring so far
-    counts where it is longer): :mod:`tscube.bfast.monitor.calibration`."""
-    design = build_design(axis, model["order"], model["trend"], **_season(model))
-    plan = MonitorPlan(axis=axis, design=design, starts=np.array([model["start"]]),
+def _fit_plan(axis, design, begin: int, model: dict) -> MonitorPlan:
+    """The :class:`~tscube.bfast.monitor.plan.MonitorPlan` of the fit's model, monitoring
+    from date index ``begin``."""
+    return MonitorPlan(axis=axis, design=design, starts=np.array([model["start"]]),
                        monitor_begin=np.array([begin], dtype=np.int64), history=model["history"], history_begin=0,
                        process_type=model["type"], h=model["h"], critval=model["critval"],
                        level_roc=float(model["level"][1]), roc_lambda=ROC_LAMBDA_05, nodata=model["nodata"],
                        return_process=False)
+
+
+def horizon_critvals(values: np.ndarray, axis, design, history_begin: np.ndarray, begin: int,
+                     model: dict) -> np.ndarray:
+    """Each pixel's critical value calibrated for monitoring until the horizon ``end`` (R's
+    ``end``: ``end`` history sizes from the history start), its observations as frequent
+    and as gappy as in its history (the dates to come are not known; the monitoring so far
+    counts where it is longer): :mod:`tscube.bfast.monitor.calibration`."""
+    plan = _fit_plan(axis, design, begin, model)
     first = np.maximum(history_begin, 0)[None, :]
     n, m, _, spacing = pixel_features(values, model["nodata"], first, plan.monitor_begin, axis.slot, plan.h, plan.cusum)
     n, m, spacing = n[0], m[0], spacing[0]
@@ -222,12 +228,7 @@ def _history_flags(values, axis, design, begin, model) -> np.ndarray:
     """Whether the history selection of these pixels (all without monitoring data) is
     flagged (ROC_NO_CROSSING, BP_TOO_SHORT): the engines report it only for monitored
     pixels, so the cpu history kernel selects their histories once more."""
-    plan = MonitorPlan(axis=axis, design=design, starts=np.array([model["start"]]),
-                       monitor_begin=np.array([begin], dtype=np.int64), history=model["history"], history_begin=0,
-                       process_type=model["type"], h=model["h"], critval=model["critval"],
-                       level_roc=float(model["level"][1]), roc_lambda=ROC_LAMBDA_05, nodata=model["nodata"],
-                       return_process=False)
-    _, flagged = history_first(np.ascontiguousarray(values), plan)
+    _, flagged = history_first(np.ascontiguousarray(values), _fit_plan(axis, design, begin, model))
     return flagged[0]
 
 
