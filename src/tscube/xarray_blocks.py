@@ -36,7 +36,7 @@ __all__ = ["OutputSpec", "apply_time_series", "chunks_fit", "describe_variables"
            "largest_chunk_values", "parse_memory", "partial_block", "pixel_block_shape", "pixel_chunks",
            "serialisable_attrs", "time_coordinate", "with_dates"]
 
-#: Serialises the calls of multi-threaded engines (numba ``parallel=True``, CUDA) made by
+#: Serialises the calls of multi-threaded engines (the cpu engines' threads, CUDA) made by
 #: concurrent dask threads of one process: each call already uses every core, and
 #: concurrent launches only oversubscribe them. NumPy ("reference") calls run freely.
 _ENGINE_LOCK = threading.Lock()

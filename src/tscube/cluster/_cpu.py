@@ -1,7 +1,8 @@
 """CPU engine: numba kernels, one pass over the data per E+M step.
 
 Samples are cut into blocks of ``config.CLUSTER_BLOCK_SAMPLES``; blocks run in
-parallel (``prange``) and each keeps its own partial sums (log-likelihood,
+parallel (ranges of blocks as tasks of :func:`tscube._threads.run_tasks`) and each
+keeps its own partial sums (log-likelihood,
 ``Σr``, ``Σr(x-μ)``, ``Σr(x-μ)(x-μ)^T``), which are added up at the end — the
 paper's per-thread partial sums, made independent of the thread count. Nothing of
 size N×K×D is ever allocated; per-sample work is held in small per-block buffers.
@@ -13,11 +14,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from numba import prange
 
 from tscube import config
 
 from .._jit import CONTRACT, jit
+from .._threads import run_tasks, task_count
 from ._common import nearest_centre
 from ._reference import LOG_2PI, prepare  # noqa: F401  (same preparation)
 
@@ -65,12 +66,14 @@ def _component_log_prob_diag(X, i, means, prec, log_const, k, diff):
     return log_const[k] - 0.5 * mahalanobis
 
 
-@jit(parallel=True)
-def _gmm_statistics_kernel(X, means, prec, log_const, full, block, n_blocks,
+@jit(nogil=True)
+def _gmm_statistics_kernel(task, n_tasks, X, means, prec, log_const, full, block, n_blocks,
                            out_ll, out_nk, out_s1, out_s2):
+    """The E-step's partial sums of blocks ``[task n_blocks / n_tasks, (task + 1)
+    n_blocks / n_tasks)``, each block's in its own row of the outputs."""
     n_samples, n_features = X.shape
     n_components = means.shape[0]
-    for b in prange(n_blocks):
+    for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
         diff = np.empty((n_components, n_features))
         log_prob = np.empty(n_components)
         nk = np.zeros(n_components)
@@ -115,11 +118,12 @@ def _gmm_statistics_kernel(X, means, prec, log_const, full, block, n_blocks,
         out_s2[b] = s2
 
 
-@jit(parallel=True)
-def _gmm_log_resp_kernel(X, means, prec, log_const, full, out_log_resp, out_norm):
+@jit(nogil=True)
+def _gmm_log_resp_kernel(task, n_tasks, X, means, prec, log_const, full, out_log_resp, out_norm):
+    """Log responsibilities of samples ``[task N / n_tasks, (task + 1) N / n_tasks)``."""
     n_samples, n_features = X.shape
     n_components = means.shape[0]
-    for i in prange(n_samples):
+    for i in range(task * n_samples // n_tasks, (task + 1) * n_samples // n_tasks):
         diff = np.empty(n_features)
         best = -np.inf
         for k in range(n_components):
@@ -216,15 +220,15 @@ def _kmeans_kernel(n_features: int):
                 best_k[i] = k if s < b else best_k[i]
                 best[i] = s if s < b else b
 
-    @jit(parallel=True, cache=False)
-    def kernel(X, centers, block, n_blocks, sums_only, labels, out_sse, out_counts, out_sums):
+    @jit(nogil=True, cache=False)
+    def kernel(task, n_tasks, X, centers, block, n_blocks, sums_only, labels, out_sse, out_counts, out_sums):
         n_samples, n_columns = X.shape
         n_clusters = centers.shape[0]
         c2 = -2.0 * centers
         cn = np.sum(centers * centers, axis=1)  # ‖c_k‖²
         largest_cn = cn.max()
         margin = KMEANS_MARGIN * (n_feat + 3) * np.finfo(np.float64).eps
-        for b in prange(n_blocks):
+        for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
             sse = np.zeros(n_clusters)
             counts = np.zeros(n_clusters)
             sums = np.zeros((n_clusters, n_feat))
@@ -287,8 +291,9 @@ def gmm_statistics(X, means, precisions_cholesky, log_weights, covariance_type):
     out_nk = np.zeros((n_blocks, n_components))
     out_s1 = np.zeros((n_blocks, n_components, n_features))
     out_s2 = np.zeros((n_blocks, n_components, n_features, n_features))
-    _gmm_statistics_kernel(
-        X, np.ascontiguousarray(means), _kernel_precisions(precisions_cholesky, covariance_type),
+    n_tasks = task_count(n_blocks)
+    run_tasks(
+        _gmm_statistics_kernel, n_tasks, n_tasks, X, np.ascontiguousarray(means), _kernel_precisions(precisions_cholesky, covariance_type),
         _log_constants(precisions_cholesky, log_weights, covariance_type),
         covariance_type == "full", block, n_blocks, out_ll, out_nk, out_s1, out_s2,
     )
@@ -304,8 +309,9 @@ def gmm_log_resp(X, means, precisions_cholesky, log_weights, covariance_type):
     """Same contract as :func:`tscube.cluster._reference.gmm_log_resp`."""
     log_resp = np.empty((X.shape[0], means.shape[0]))
     norm = np.empty(X.shape[0])
-    _gmm_log_resp_kernel(
-        X, np.ascontiguousarray(means), _kernel_precisions(precisions_cholesky, covariance_type),
+    n_tasks = task_count(-(-X.shape[0] // _n_blocks(X.shape[0])[0]))
+    run_tasks(
+        _gmm_log_resp_kernel, n_tasks, n_tasks, X, np.ascontiguousarray(means), _kernel_precisions(precisions_cholesky, covariance_type),
         _log_constants(precisions_cholesky, log_weights, covariance_type),
         covariance_type == "full", log_resp, norm,
     )
@@ -321,8 +327,9 @@ def kmeans_statistics(X, centers, sums_only=False):
     out_sse = np.zeros((n_blocks, n_clusters))
     out_counts = np.zeros((n_blocks, n_clusters))
     out_sums = np.zeros((n_blocks, n_clusters, n_features))
-    _kmeans_kernel(n_features)(X, np.ascontiguousarray(centers, dtype=np.float64), block,
-                               n_blocks, sums_only, labels, out_sse, out_counts, out_sums)
+    n_tasks = task_count(n_blocks)
+    run_tasks(_kmeans_kernel(n_features), n_tasks, n_tasks, X, np.ascontiguousarray(centers, dtype=np.float64), block,
+              n_blocks, sums_only, labels, out_sse, out_counts, out_sums)
     if sums_only:
         return None, None, out_counts.sum(axis=0), out_sums.sum(axis=0)
     return labels, out_sse.sum(axis=0), out_counts.sum(axis=0), out_sums.sum(axis=0)

@@ -143,8 +143,7 @@ def _chunk_subsample(block, fraction, seed):
 
 
 #: Engine calls from dask's worker threads take turns: the cpu kernels already use
-#: every core (and numba's "workqueue" threading layer must not be entered by two
-#: threads at once); loading and decoding the chunks still overlaps.
+#: every core; loading and decoding the chunks still overlaps.
 _ENGINE_LOCK = threading.Lock()
 
 

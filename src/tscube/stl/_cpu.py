@@ -23,9 +23,9 @@ import math
 
 import numba
 import numpy as np
-from numba import prange
 
 from .._jit import jit
+from .._threads import run_tasks
 from ._layout import centred_times, clean_value, kernel_values, series_summaries
 from ._params import STLPLUS_ZERO_WEIGHT, StlParams
 from ._status import StlStatus
@@ -1099,8 +1099,8 @@ def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, ma
                 seasonal[i, b] = trend[i, b] = rw[i, b] = np.nan
 
 
-@jit(parallel=True)
-def _decompose_batch(values, has_nodata, nodata, prm, centered_t, denominator, n_chunks, tables,
+@jit(nogil=True)
+def _decompose_batch(c, values, has_nodata, nodata, prm, centered_t, denominator, n_chunks, tables,
                      tabled, low_tabled, n_blocked, out_s, out_t, out_r, out_w, slope, amplitude,
                      status):
     """STL of the series (columns) of the time-first data ``values`` (missing: NaN, +-inf
@@ -1108,98 +1108,98 @@ def _decompose_batch(values, has_nodata, nodata, prm, centered_t, denominator, n
     ``out_w`` (robustness weights), with each series' trend slope against ``centered_t``
     (sum of squares ``denominator``) and seasonal amplitude: the first ``n_blocked``
     BLOCK at a time, read and written a date (row) at a time, the others (periodic fits,
-    very long series) one by one."""
+    very long series) one by one. This call does chunk ``c`` of ``n_chunks`` (a task of
+    :func:`tscube._threads.run_tasks`)."""
     n, n_series = values.shape
     p = prm[1]
     n_blocks = (n_blocked + BLOCK - 1) // BLOCK
     n_single = n_series - n_blocked
     n_seasonal, n_trend, n_low = _neighbourhood_rows(prm)
     n_nb = n_seasonal + n_trend + n_low
-    for c in prange(n_chunks):
-        valid = np.empty(n, dtype=np.bool_)
-        xv = np.empty(n, dtype=np.int64)
-        sub_xv = np.empty(n, dtype=np.int64)
-        sub_start = np.empty(p, dtype=np.int64)
-        sub_nv = np.empty(p, dtype=np.int64)
-        cycle_means = np.empty(p)
-        block_first = c * n_blocks // n_chunks
-        block_stop = (c + 1) * n_blocks // n_chunks
-        width = 0
-        for block in range(block_first, block_stop):
-            if width != min(BLOCK, n_blocked - block * BLOCK):  # first or short last block
-                width = min(BLOCK, n_blocked - block * BLOCK)
-                y_b = np.empty((n, width))
-                seasonal_b = np.empty((n, width))
-                trend_b = np.empty((n, width))
-                rw_b = np.empty((n, width))
-                status_b = np.empty(width, dtype=np.int64)
-                mask_b = np.empty((n, width))
-                wmask_b = np.empty((n, width))
-                ones_b = np.empty((n, width))
-                work_b = np.empty((n + 2, width))
-                cycle_b = np.empty((n + 2 * p, width))
-                ma1_b = np.empty((n + p + 1, width))
-                ma2_b = np.empty((n + 2, width))
-                low_b = np.empty((n, width))
-                fbuf_b = np.empty((n + 2, width))
-                sbuf_b = np.empty((n + 2, width))
-                acc = np.empty((_FULL + 1, width))
-                lane_resid = np.empty((width, n))
-                counts = np.empty(width, dtype=np.int64)
-                nb_h = np.empty((n_nb, width))
-                nb_span = np.empty((n_nb, 2), dtype=np.int64)
-            s0 = block * BLOCK
-            for i in range(n):  # one pass over the dates, BLOCK values of each
-                for b in range(width):
-                    y_b[i, b] = clean_value(values[i, s0 + b], has_nodata, nodata)
-            _decompose_block(y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
-                             status_b, mask_b, wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b,
-                             low_b, fbuf_b, sbuf_b, acc, nb_h, nb_span, lane_resid,
-                             counts, valid, xv, sub_xv, sub_start, sub_nv, tables)
-            for i in range(n):
-                for b in range(width):
-                    lane = s0 + b
-                    fit_s, fit_t = seasonal_b[i, b], trend_b[i, b]
-                    out_s[i, lane] = fit_s
-                    out_t[i, lane] = fit_t
-                    # y_b is 0 where missing: the remainder is NaN there, as y - s - t
-                    out_r[i, lane] = y_b[i, b] - fit_s - fit_t if mask_b[i, b] > 0.0 else np.nan
-                    out_w[i, lane] = rw_b[i, b]
+    valid = np.empty(n, dtype=np.bool_)
+    xv = np.empty(n, dtype=np.int64)
+    sub_xv = np.empty(n, dtype=np.int64)
+    sub_start = np.empty(p, dtype=np.int64)
+    sub_nv = np.empty(p, dtype=np.int64)
+    cycle_means = np.empty(p)
+    block_first = c * n_blocks // n_chunks
+    block_stop = (c + 1) * n_blocks // n_chunks
+    width = 0
+    for block in range(block_first, block_stop):
+        if width != min(BLOCK, n_blocked - block * BLOCK):  # first or short last block
+            width = min(BLOCK, n_blocked - block * BLOCK)
+            y_b = np.empty((n, width))
+            seasonal_b = np.empty((n, width))
+            trend_b = np.empty((n, width))
+            rw_b = np.empty((n, width))
+            status_b = np.empty(width, dtype=np.int64)
+            mask_b = np.empty((n, width))
+            wmask_b = np.empty((n, width))
+            ones_b = np.empty((n, width))
+            work_b = np.empty((n + 2, width))
+            cycle_b = np.empty((n + 2 * p, width))
+            ma1_b = np.empty((n + p + 1, width))
+            ma2_b = np.empty((n + 2, width))
+            low_b = np.empty((n, width))
+            fbuf_b = np.empty((n + 2, width))
+            sbuf_b = np.empty((n + 2, width))
+            acc = np.empty((_FULL + 1, width))
+            lane_resid = np.empty((width, n))
+            counts = np.empty(width, dtype=np.int64)
+            nb_h = np.empty((n_nb, width))
+            nb_span = np.empty((n_nb, 2), dtype=np.int64)
+        s0 = block * BLOCK
+        for i in range(n):  # one pass over the dates, BLOCK values of each
             for b in range(width):
-                status[s0 + b] = status_b[b]
-                slope[s0 + b], amplitude[s0 + b] = series_summaries(
-                    trend_b[:, b], seasonal_b[:, b], centered_t, denominator, p, cycle_means)
-        start = n_blocked + c * n_single // n_chunks
-        stop = n_blocked + (c + 1) * n_single // n_chunks
-        if start == stop:
-            continue
-        y = np.empty(n)
-        seasonal = np.empty(n)
-        trend = np.empty(n)
-        rw = np.empty(n)
-        work_d = np.empty(n + 2, dtype=np.float64)
-        cycle = np.empty(n + 2 * p, dtype=np.float64)
-        ma1 = np.empty(n + p + 1, dtype=np.float64)
-        ma2 = np.empty(n + 2, dtype=np.float64)
-        low = np.empty(n, dtype=np.float64)
-        fbuf = np.empty(n + 2, dtype=np.float64)
-        sbuf = np.empty(n + 2, dtype=np.float64)
-        resid = np.empty(n, dtype=np.float64)
-        sub_y = np.empty(n // p + 1, dtype=np.float64)
-        sub_w = np.empty(n // p + 1, dtype=np.float64)
-        for lane in range(start, stop):
-            for i in range(n):
-                y[i] = clean_value(values[i, lane], has_nodata, nodata)
-            status[lane] = decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv,
-                                          sub_start, sub_nv, work_d, cycle, ma1, ma2, low,
-                                          fbuf, sbuf, resid, tables, sub_y, sub_w)
-            for i in range(n):
-                out_s[i, lane] = seasonal[i]
-                out_t[i, lane] = trend[i]
-                out_r[i, lane] = y[i] - seasonal[i] - trend[i]
-                out_w[i, lane] = rw[i]
-            slope[lane], amplitude[lane] = series_summaries(trend, seasonal, centered_t,
-                                                            denominator, p, cycle_means)
+                y_b[i, b] = clean_value(values[i, s0 + b], has_nodata, nodata)
+        _decompose_block(y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
+                         status_b, mask_b, wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b,
+                         low_b, fbuf_b, sbuf_b, acc, nb_h, nb_span, lane_resid,
+                         counts, valid, xv, sub_xv, sub_start, sub_nv, tables)
+        for i in range(n):
+            for b in range(width):
+                lane = s0 + b
+                fit_s, fit_t = seasonal_b[i, b], trend_b[i, b]
+                out_s[i, lane] = fit_s
+                out_t[i, lane] = fit_t
+                # y_b is 0 where missing: the remainder is NaN there, as y - s - t
+                out_r[i, lane] = y_b[i, b] - fit_s - fit_t if mask_b[i, b] > 0.0 else np.nan
+                out_w[i, lane] = rw_b[i, b]
+        for b in range(width):
+            status[s0 + b] = status_b[b]
+            slope[s0 + b], amplitude[s0 + b] = series_summaries(
+                trend_b[:, b], seasonal_b[:, b], centered_t, denominator, p, cycle_means)
+    start = n_blocked + c * n_single // n_chunks
+    stop = n_blocked + (c + 1) * n_single // n_chunks
+    if start == stop:
+        return
+    y = np.empty(n)
+    seasonal = np.empty(n)
+    trend = np.empty(n)
+    rw = np.empty(n)
+    work_d = np.empty(n + 2, dtype=np.float64)
+    cycle = np.empty(n + 2 * p, dtype=np.float64)
+    ma1 = np.empty(n + p + 1, dtype=np.float64)
+    ma2 = np.empty(n + 2, dtype=np.float64)
+    low = np.empty(n, dtype=np.float64)
+    fbuf = np.empty(n + 2, dtype=np.float64)
+    sbuf = np.empty(n + 2, dtype=np.float64)
+    resid = np.empty(n, dtype=np.float64)
+    sub_y = np.empty(n // p + 1, dtype=np.float64)
+    sub_w = np.empty(n // p + 1, dtype=np.float64)
+    for lane in range(start, stop):
+        for i in range(n):
+            y[i] = clean_value(values[i, lane], has_nodata, nodata)
+        status[lane] = decompose_one(y, prm, seasonal, trend, rw, valid, xv, sub_xv,
+                                      sub_start, sub_nv, work_d, cycle, ma1, ma2, low,
+                                      fbuf, sbuf, resid, tables, sub_y, sub_w)
+        for i in range(n):
+            out_s[i, lane] = seasonal[i]
+            out_t[i, lane] = trend[i]
+            out_r[i, lane] = y[i] - seasonal[i] - trend[i]
+            out_w[i, lane] = rw[i]
+        slope[lane], amplitude[lane] = series_summaries(trend, seasonal, centered_t,
+                                                        denominator, p, cycle_means)
 
 
 def code_tables(codes):
@@ -1266,8 +1266,8 @@ def decompose_cube(values, nodata, prm: StlParams, times, out_dtype):
             n_blocked = n_series
             # a chunk allocates its block's arrays once: few, large chunks
             n_chunks = min((n_series + BLOCK - 1) // BLOCK, numba.get_num_threads())
-        _decompose_batch(values, has_nodata, marker, codes, *centred_times(times), n_chunks, tables,
-                         tabled, low_tabled, n_blocked, *outputs, slope, amplitude, status)
+        run_tasks(_decompose_batch, n_chunks, values, has_nodata, marker, codes, *centred_times(times), n_chunks,
+                  tables, tabled, low_tabled, n_blocked, *outputs, slope, amplitude, status)
     return outputs, slope, amplitude, status
 
 

@@ -12,9 +12,9 @@ and the summaries of a series.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from .._jit import jit
+from .._threads import run_tasks, task_count
 
 #: Series per tile of the transposes: TILE x T reads stay in cache while the writes of
 #: one date touch TILE consecutive values.
@@ -30,10 +30,12 @@ def clean_value(raw, has_nodata, nodata):
     return value
 
 
-@jit(parallel=True)
-def _rows(data, has_nodata, nodata, out):
+@jit(nogil=True)
+def _rows(task, n_tasks, data, has_nodata, nodata, out):
+    """Task ``task`` of ``n_tasks`` of :func:`series_rows`: a range of tiles of series."""
     n_times, n_series = data.shape
-    for block in prange((n_series + TILE - 1) // TILE):
+    n_tiles = (n_series + TILE - 1) // TILE
+    for block in range(task * n_tiles // n_tasks, (task + 1) * n_tiles // n_tasks):
         s0 = block * TILE
         s1 = min(s0 + TILE, n_series)
         for t in range(n_times):
@@ -76,7 +78,8 @@ def series_rows(values: np.ndarray, nodata) -> np.ndarray:
     or equal to ``nodata`` compared in the data's dtype, as ``values == nodata``)."""
     n_times, n_series = values.shape
     out = np.empty((n_series, n_times))
-    _rows(*kernel_values(values, nodata), out)
+    n_tasks = task_count(-(-out.shape[0] // TILE))
+    run_tasks(_rows, n_tasks, n_tasks, *kernel_values(values, nodata), out)
     return out
 
 
@@ -141,11 +144,13 @@ def series_summaries(trend, seasonal, centered_t, denominator, period, cycle):
     return numerator / denominator, high - low
 
 
-@jit(parallel=True)
-def _finish(y, seasonal, trend, weights, centered_t, denominator, period, out_s, out_t, out_r,
+@jit(nogil=True)
+def _finish(task, n_tasks, y, seasonal, trend, weights, centered_t, denominator, period, out_s, out_t, out_r,
             out_w, slope, amplitude):
+    """Task ``task`` of ``n_tasks`` of :func:`finish`: a range of tiles of series."""
     n_series, n_times = y.shape
-    for block in prange((n_series + TILE - 1) // TILE):
+    n_tiles = (n_series + TILE - 1) // TILE
+    for block in range(task * n_tiles // n_tasks, (task + 1) * n_tiles // n_tasks):
         s0 = block * TILE
         s1 = min(s0 + TILE, n_series)
         cycle = np.empty(period)
@@ -168,8 +173,9 @@ def finish(series, seasonal, trend, weights, times, period, out_dtype):
     outputs = [np.empty((n_times, n_series), out_dtype) for _ in range(4)]
     slope = np.empty(n_series)
     amplitude = np.empty(n_series)
-    _finish(series, seasonal, trend, weights, *centred_times(times), int(period), *outputs, slope,
-            amplitude)
+    n_tasks = task_count(-(-n_series // TILE))
+    run_tasks(_finish, n_tasks, n_tasks, series, seasonal, trend, weights, *centred_times(times), int(period),
+              *outputs, slope, amplitude)
     return outputs, slope, amplitude
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
 
 from ..._jit import jit
+from ..._threads import run_tasks
 from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
 from ..core.bai_perron_cpu import (breaks_of, memo_chunks, memo_holds_room, memo_recorded, minus_2_loglik,
                                    optimal_partitions, qr_fit_in_order, replay_partitions, replay_scratch, same_rows,
@@ -217,8 +217,8 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
 
 
 
-@jit(parallel=True)
-def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
+@jit(nogil=True)
+def _lite_kernel(c, values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
                  max_cap, level, interval, table, table_h, table_p, block, max_m,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
                  magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale, n_chunks):
@@ -262,76 +262,77 @@ def _lite_kernel(values, nodata, has_nodata, X, trend_raw, time, trend_col, h_pa
     trend_centre, trend_scale : float
         How the trend column of ``X`` was centred and scaled (back to R's parametrisation).
     n_chunks : int
-        Parallel workers, each over consecutive blocks (one triangle memo each).
+        Chunks of consecutive blocks (one triangle memo each); this call runs chunk ``c``
+        (a task of :func:`tscube._threads.run_tasks`).
     """
     T, P = values.shape
     k = X.shape[1]
     n_blocks = (P + block - 1) // block
-    for c in prange(n_chunks):  # consecutive blocks per chunk: one triangle memo for all its pixels
-        w = np.empty(T)
-        Q = np.empty((k, T))  # Gram–Schmidt columns
-        R = np.empty((k, k))
-        idx = np.empty(k, dtype=np.int64)
-        beta = np.empty(k)
-        Pinv = np.empty((k, k))
-        Px = np.empty(k)
-        S = np.empty((T + 1, k, k))
-        U = np.empty((T + 1, k))
-        YY = np.empty(T + 1)
-        scratch = replay_scratch(T, k, block)
-        breaks = np.empty(T, dtype=np.int64)
-        rows = np.empty((block, T), dtype=np.int64)
-        y = np.empty((block, T))
-        best = np.empty((max_m + 1, T, block))
-        arg = np.empty((max_m + 1, T, block), dtype=np.int64)
-        counts = np.empty(block, dtype=np.int64)
-        M = np.empty(block, dtype=np.int64)
-        group = np.empty(block, dtype=np.int64)
-        memo = triangle_memo(T, k)
-        tile = np.empty((block, T))
-        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
-            p0 = ib * block
-            width = min(P, p0 + block) - p0
-            load_tile(values, p0, width, T, tile)
-            for q in range(width):
-                M[q] = _prepare_pixel(tile[q], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap,
-                                      level, table, table_h, table_p, p0 + q, rows[q], y[q], w, Q, R, idx, beta,
-                                      Pinv, status, n_obs, h_obs, max_breaks, pretest_p)
-                counts[q] = n_obs[p0 + q]
-            q = 0
-            while q < width:
-                if M[q] < 0:
-                    q += 1
-                    continue
-                n = counts[q]
-                h = h_obs[p0 + q]
-                size = 0  # the group: pixels from q on with the same rows (others between skipped)
-                e = q
-                while e < width:
-                    if M[e] >= 0:
-                        if counts[e] != n or h_obs[p0 + e] != h or not same_rows(rows[q], rows[e], n):
-                            break
-                        group[size] = e
-                        size += 1
-                    e += 1
-                first = 0  # the group's pixels from here on replay the memo
-                if not memo_recorded(memo, rows[q], n, h):
-                    shared = size > 1 and memo_holds_room(memo, n)
-                    first = 1 if shared else size
-                    for g in range(first):  # the first records the memo for the others, or each alone
-                        r = group[g]
-                        optimal_partitions(X, rows[r], y[r], n, h, M[q], best, arg, g, w, Q, R, idx, beta, Pinv, Px,
-                                           S, U, YY, memo, shared)
-                if first < size:
-                    replay_partitions(X, rows[q], y, group[first:size], n, h, M[q], best, arg, first, memo, scratch,
-                                      beta, Pinv, Px, Q, R, idx, w)
-                for g in range(size):
+    # consecutive blocks per chunk: one triangle memo for all its pixels
+    w = np.empty(T)
+    Q = np.empty((k, T))  # Gram–Schmidt columns
+    R = np.empty((k, k))
+    idx = np.empty(k, dtype=np.int64)
+    beta = np.empty(k)
+    Pinv = np.empty((k, k))
+    Px = np.empty(k)
+    S = np.empty((T + 1, k, k))
+    U = np.empty((T + 1, k))
+    YY = np.empty(T + 1)
+    scratch = replay_scratch(T, k, block)
+    breaks = np.empty(T, dtype=np.int64)
+    rows = np.empty((block, T), dtype=np.int64)
+    y = np.empty((block, T))
+    best = np.empty((max_m + 1, T, block))
+    arg = np.empty((max_m + 1, T, block), dtype=np.int64)
+    counts = np.empty(block, dtype=np.int64)
+    M = np.empty(block, dtype=np.int64)
+    group = np.empty(block, dtype=np.int64)
+    memo = triangle_memo(T, k)
+    tile = np.empty((block, T))
+    for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+        p0 = ib * block
+        width = min(P, p0 + block) - p0
+        load_tile(values, p0, width, T, tile)
+        for q in range(width):
+            M[q] = _prepare_pixel(tile[q], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap,
+                                  level, table, table_h, table_p, p0 + q, rows[q], y[q], w, Q, R, idx, beta,
+                                  Pinv, status, n_obs, h_obs, max_breaks, pretest_p)
+            counts[q] = n_obs[p0 + q]
+        q = 0
+        while q < width:
+            if M[q] < 0:
+                q += 1
+                continue
+            n = counts[q]
+            h = h_obs[p0 + q]
+            size = 0  # the group: pixels from q on with the same rows (others between skipped)
+            e = q
+            while e < width:
+                if M[e] >= 0:
+                    if counts[e] != n or h_obs[p0 + e] != h or not same_rows(rows[q], rows[e], n):
+                        break
+                    group[size] = e
+                    size += 1
+                e += 1
+            first = 0  # the group's pixels from here on replay the memo
+            if not memo_recorded(memo, rows[q], n, h):
+                shared = size > 1 and memo_holds_room(memo, n)
+                first = 1 if shared else size
+                for g in range(first):  # the first records the memo for the others, or each alone
                     r = group[g]
-                    _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
-                                  M[r], best, arg, g, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
-                                  break_time, magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre,
-                                  trend_scale)
-                q = e
+                    optimal_partitions(X, rows[r], y[r], n, h, M[q], best, arg, g, w, Q, R, idx, beta, Pinv, Px,
+                                       S, U, YY, memo, shared)
+            if first < size:
+                replay_partitions(X, rows[q], y, group[first:size], n, h, M[q], best, arg, first, memo, scratch,
+                                  beta, Pinv, Px, Q, R, idx, w)
+            for g in range(size):
+                r = group[g]
+                _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
+                              M[r], best, arg, g, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
+                              break_time, magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre,
+                              trend_scale)
+            q = e
 
 
 def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
@@ -346,7 +347,8 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     # the programmes of a block: (most_breaks + 1, T) floats and ints per pixel, 32 MiB at most
     block = max(1, min(_BLOCK, (32 << 20) // (16 * (most_breaks + 1) * n_times + 1)))
     n_chunks = memo_chunks(n_pixels, block)
-    _lite_kernel(
+    run_tasks(
+        _lite_kernel, n_chunks,
         values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
         MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, most_breaks,

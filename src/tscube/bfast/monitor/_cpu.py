@@ -43,11 +43,11 @@ import math
 
 import numba
 import numpy as np
-from numba import prange
 
 from ... import config
 from ..._jit import CONTRACT, jit
 from ..._prefetch import prefetch_row
+from ..._threads import run_tasks, task_count
 from ..core.inputs import SINGULAR_PIVOT_TOL, kernel_nodata
 from ._cpu_pixel import (STATUS_ALL_MISSING, STATUS_NO_MONITORING, STATUS_OK, STATUS_PERFECT_FIT, STATUS_SINGULAR,
                          STATUS_TOO_FEW, mosum_tail)
@@ -612,17 +612,17 @@ def _monitor_block(
                 )
 
 
-@jit(parallel=True)
+@jit(nogil=True)
 def _monitor_simd_kernel(
-    values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
+    chunk, values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
     monitor_begin, h, critvals, cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,
 ):
-    """Pixel-vectorised formulation: ``n_chunks`` parallel workers, each streaming its
-    contiguous range of pixel blocks through private buffers allocated once (the scratch
-    arrays of :func:`_monitor_block`).
+    """Pixel-vectorised formulation: chunk ``chunk`` of ``n_chunks`` (one task of
+    :func:`~tscube._threads.run_tasks`), streaming its contiguous range of pixel blocks
+    through private buffers allocated once (the scratch arrays of :func:`_monitor_block`).
 
     Parameters
     ----------
@@ -634,8 +634,8 @@ def _monitor_simd_kernel(
         As in :func:`_monitor_block`.
     block : int
         Pixels per block (``config.CPU_BLOCK_PIXELS``).
-    n_chunks : int
-        Parallel workers, each over a contiguous range of blocks.
+    chunk, n_chunks : int
+        This task's chunk and the number of chunks, each a contiguous range of blocks.
     per_pixel_history : bool
         The pixels' histories start at different dates (ROC, BP): keep masked copies.
     use_pre, Gpre, bpre, status ... want_process
@@ -646,37 +646,36 @@ def _monitor_simd_kernel(
     kk = ptr.shape[0] - 1
     nf = F.shape[1]
     n_blocks = (P + block - 1) // block
-    for c in prange(n_chunks):
-        W = np.empty((T, block))
-        Y = np.empty((T, block))
-        E = np.empty((T, block))
-        R = np.empty((4, block))
-        masked_copy = per_pixel_history and order.shape[0] > 1  # one start: cleared in place
-        M = np.empty((T if masked_copy else 1, block))
-        Ym = np.empty((T if masked_copy else 1, block))
-        Gacc = np.empty((nf, block))
-        xyacc = np.empty((k, block))
-        Gf = np.empty((nf, block))
-        G = np.empty((kk, block))
-        xy = np.empty((k, block))
-        D = np.empty((k, block))
-        L = np.empty((kk, block))
-        beta = np.zeros((Xr.shape[1], block))  # rows past k stay zero (padding of Xr)
-        vec = np.empty((10, block))
-        ivec = np.empty((4, block), dtype=np.int64)
-        C = np.empty((block, T + 1))
-        sel = np.empty(2 * T)
-        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
-            p0 = ib * block
-            width = min(P, p0 + block) - p0
-            _load_block(values, p0, width, nodata, has_nodata, W, Y, vec[0], vec[1])
-            _monitor_block(
-                T, p0, width, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
-                monitor_begin, h, critvals, cusum, use_pre, Gpre, bpre,
-                W, Y, M, Ym, E, R, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
-                status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
-                history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
-            )
+    W = np.empty((T, block))
+    Y = np.empty((T, block))
+    E = np.empty((T, block))
+    R = np.empty((4, block))
+    masked_copy = per_pixel_history and order.shape[0] > 1  # one start: cleared in place
+    M = np.empty((T if masked_copy else 1, block))
+    Ym = np.empty((T if masked_copy else 1, block))
+    Gacc = np.empty((nf, block))
+    xyacc = np.empty((k, block))
+    Gf = np.empty((nf, block))
+    G = np.empty((kk, block))
+    xy = np.empty((k, block))
+    D = np.empty((k, block))
+    L = np.empty((kk, block))
+    beta = np.zeros((Xr.shape[1], block))  # rows past k stay zero (padding of Xr)
+    vec = np.empty((10, block))
+    ivec = np.empty((4, block), dtype=np.int64)
+    C = np.empty((block, T + 1))
+    sel = np.empty(2 * T)
+    for ib in range(chunk * n_blocks // n_chunks, (chunk + 1) * n_blocks // n_chunks):
+        p0 = ib * block
+        width = min(P, p0 + block) - p0
+        _load_block(values, p0, width, nodata, has_nodata, W, Y, vec[0], vec[1])
+        _monitor_block(
+            T, p0, width, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
+            monitor_begin, h, critvals, cusum, use_pre, Gpre, bpre,
+            W, Y, M, Ym, E, R, Gacc, xyacc, Gf, G, xy, D, L, beta, vec, ivec, C, sel,
+            status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
+            history_start, n_valid, n_history, n_monitor, n_inf, process, boundary, want_process,
+        )
 
 
 def gram_basis(products: np.ndarray, rtol: float = 1e-13):
@@ -809,9 +808,12 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     if gram == "fused":
         from ._cpu_fused import monitor_kernel
 
-        monitor_kernel(
+        block = int(config.CPU_BLOCK_PIXELS)
+        n_tasks = task_count(-(-n_pixels // block))
+        run_tasks(
+            monitor_kernel, n_tasks, n_tasks,
             values, nodata, has_nodata, X, levels, all_levels, plan.axis.time, first_hist, monitor_begin,
-            plan.h, critvals, plan.cusum, int(config.CPU_BLOCK_PIXELS), *outputs,
+            plan.h, critvals, plan.cusum, block, *outputs,
         )
     else:
         low = np.tril_indices(k)
@@ -833,7 +835,8 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         n_blocks = -(-n_pixels // block)
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
         order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
-        _monitor_simd_kernel(
+        run_tasks(
+            _monitor_simd_kernel, n_chunks,
             values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, plan.axis.time, first_hist, order,
             monitor_begin, plan.h, critvals, plan.cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
             *outputs,

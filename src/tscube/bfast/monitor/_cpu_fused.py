@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
 
 from ..._jit import CONTRACT, jit
 from ..core.ols_cpu import add_normal_row, mirror_lower, solve_equilibrated
@@ -96,18 +95,20 @@ def _monitor_one(
         break_time[s, p] = time[rows[mid + first]]
 
 
-@jit(parallel=True, fastmath=CONTRACT)
+@jit(nogil=True, fastmath=CONTRACT)
 def monitor_kernel(
-    values, nodata, has_nodata, X, levels, all_levels, time, first_hist, monitor_begin, h, critvals, cusum, block,
+    task, n_tasks, values, nodata, has_nodata, X, levels, all_levels, time, first_hist, monitor_begin, h, critvals, cusum, block,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,
 ):
+    """The "fused" formulation, one pixel at a time: task ``task`` of ``n_tasks`` (a range
+    of blocks of ``block`` pixels; :func:`tscube._threads.run_tasks`)."""
     T, P = values.shape
     k = X.shape[1]
     S = monitor_begin.shape[0]
     n_blocks = (P + block - 1) // block
-    for ib in prange(n_blocks):
+    for ib in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
         p0 = ib * block
         p1 = min(P, p0 + block)
         width = p1 - p0

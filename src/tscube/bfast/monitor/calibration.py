@@ -43,11 +43,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numba import prange
 from threadpoolctl import threadpool_limits
 
 from ... import config
 from ..._jit import jit
+from ..._threads import run_tasks, task_count
 from ...timeaxis import TimeAxis
 from ..core.design import build_design, n_regressors
 from ..core.inputs import kernel_nodata
@@ -261,18 +261,24 @@ def _bracket(grid: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return lower, (v - g[lower]) / (g[lower + 1] - g[lower])
 
 
-@jit(parallel=True, error_model="numpy")
-def _features_kernel(values, nodata, has_nodata, first, begins, slots, h, cusum, n_out, m_out, drift_out,
-                     spacing_out):
-    """:func:`pixel_features` over blocks of 64 pixels, the pixels of a block in the inner
-    loops (contiguous rows of each date, so they vectorise): per start, a forward pass
-    over the dates counts the history and monitoring observations and sums their dates, a
+#: Pixels per block of :func:`_features_kernel`.
+_FEATURE_BLOCK = 64
+
+
+@jit(nogil=True, error_model="numpy")
+def _features_kernel(task, n_tasks, values, nodata, has_nodata, first, begins, slots, h, cusum, n_out, m_out,
+                     drift_out, spacing_out):
+    """:func:`pixel_features` over blocks of :data:`_FEATURE_BLOCK` pixels (task ``task``
+    of ``n_tasks``: a range of blocks), the pixels of a block in the inner loops
+    (contiguous rows of each date, so they vectorise): per start, a forward pass over the
+    dates counts the history and monitoring observations and sums their dates, a
     backward one (OLS-MOSUM) the dates of the last MOSUM window, until every pixel's is
     full."""
     T, P = values.shape
     S = begins.shape[0]
-    block = 64
-    for b in prange((P + block - 1) // block):
+    block = _FEATURE_BLOCK
+    n_blocks = (P + block - 1) // block
+    for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
         p0 = b * block
         width = min(P, p0 + block) - p0
         valid = np.empty((T, width), dtype=np.float64)  # 1.0 / 0.0: sums without branches
@@ -362,9 +368,10 @@ def pixel_features(values: np.ndarray, nodata, first: np.ndarray, begins: np.nda
     n, m = np.zeros((S, P), np.int64), np.zeros((S, P), np.int64)
     drift, spacing = np.full((S, P), np.nan), np.full((S, P), np.nan)
     nodata_value, has_nodata = kernel_nodata(values, nodata)
-    _features_kernel(values, nodata_value, has_nodata, np.ascontiguousarray(first, dtype=np.int64),
-                     np.ascontiguousarray(begins, dtype=np.int64), np.ascontiguousarray(slots, dtype=np.int64),
-                     float(h), bool(cusum), n, m, drift, spacing)
+    n_tasks = task_count(-(-values.shape[1] // _FEATURE_BLOCK))
+    run_tasks(_features_kernel, n_tasks, n_tasks, values, nodata_value, has_nodata,
+              np.ascontiguousarray(first, dtype=np.int64), np.ascontiguousarray(begins, dtype=np.int64),
+              np.ascontiguousarray(slots, dtype=np.int64), float(h), bool(cusum), n, m, drift, spacing)
     return n, m, drift, spacing
 
 

@@ -34,10 +34,10 @@ from importlib.resources import files
 from pathlib import Path
 
 import numpy as np
-from numba import prange
 
 from ... import config
 from ..._jit import jit
+from ..._threads import run_tasks
 
 SUPPORTED_H = (0.25, 0.5, 1.0)
 SUPPORTED_END = (2, 4, 6, 8, 10)
@@ -232,20 +232,23 @@ def _simulate_paths(seed, first, count, frequency, windows, ends, inv_bound, out
                     e += 1
 
 
-@jit(parallel=True)
-def _simulate(seed, n_paths, frequency, windows, ends):
-    n_steps = ends[-1]
+@jit(nogil=True)
+def _simulate_stream(c, seed, n_paths, frequency, windows, ends, inv_bound, out):
+    """Stream ``c`` of paths (a task of :func:`tscube._threads.run_tasks`): its
+    :data:`_PATHS_PER_STREAM` paths from its own seed."""
+    w = np.empty(ends[-1])
+    first = c * _PATHS_PER_STREAM
+    count = min(_PATHS_PER_STREAM, n_paths - first)
+    _simulate_paths(seed * 1_000_003 + c, first, count, frequency, windows, ends, inv_bound, out, w)
+
+
+def _simulate(seed: int, n_paths: int, frequency: int, windows: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    # libm's log, as the kernels use, not NumPy's vectorised one: the same bits as before
+    inv_bound = np.array([1.0 / math.sqrt(2.0 * (math.log(t) if t > math.e else 1.0))
+                          for t in ((i + 1) / frequency for i in range(int(ends[-1])))])
     out = np.empty((n_paths, windows.shape[0], ends.shape[0]))
-    inv_bound = np.empty(n_steps)
-    for i in range(n_steps):
-        t = (i + 1) / frequency
-        inv_bound[i] = 1.0 / math.sqrt(2.0 * (math.log(t) if t > math.e else 1.0))
-    n_streams = (n_paths + _PATHS_PER_STREAM - 1) // _PATHS_PER_STREAM
-    for c in prange(n_streams):
-        w = np.empty(n_steps)
-        first = c * _PATHS_PER_STREAM
-        count = min(_PATHS_PER_STREAM, n_paths - first)
-        _simulate_paths(seed * 1_000_003 + c, first, count, frequency, windows, ends, inv_bound, out, w)
+    run_tasks(_simulate_stream, -(-n_paths // _PATHS_PER_STREAM), seed, n_paths, frequency, windows, ends, inv_bound,
+              out)
     return out
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
 
 from ..._jit import jit
 from ..._kernel_io import read_exactly, write_exactly
@@ -98,16 +97,17 @@ def _residual(y, X, t, coef):
     return r
 
 
-@jit(parallel=True)
-def fit_history(Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tail, hot, singular, perfect):
+@jit(nogil=True)
+def fit_history(task, n_tasks, Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tail, hot, singular, perfect):
     """History OLS of every lane with ``fit[p]``: valid rows ``first[p] <= t < stop`` of
     ``Y`` (NaN = missing). Writes the coefficients, sigma, the last ``floor(h n)``
     residuals in date order (``tail``) and their sum, the residual sum (into the record
     ``hot``); flags singular fits (also a history missing a season level, as the engines:
-    ``levels``, ``all_levels``) and exact fits."""
+    ``levels``, ``all_levels``) and exact fits. Task ``task`` of ``n_tasks`` (a range of
+    lanes; :func:`tscube._threads.run_tasks`)."""
     P = Y.shape[1]
     k = X.shape[1]
-    for p in prange(P):
+    for p in range(task * P // n_tasks, (task + 1) * P // n_tasks):
         if not fit[p]:
             continue
         G = np.zeros((k, k))
@@ -242,9 +242,9 @@ _AHEAD = 24
 BLOCK = 1024
 
 
-@jit(parallel=True, nogil=True, error_model="numpy")
-def advance(Y, X, index, offset, pixel0, fit, codes, test, residuals, fresh, count_valid, inf_added, hot, time,
-            alert_from, out):
+@jit(nogil=True, error_model="numpy")
+def advance(task, n_tasks, Y, X, index, offset, pixel0, fit, codes, test, residuals, fresh, count_valid, inf_added, hot,
+            time, alert_from, out):
     """Run the monitoring of every lane over the new dates ``Y`` (time indices ``index``,
     design rows ``X``; their residuals go to ``fresh``, ``(T, lanes)``: the residual rows
     from ``offset`` on, after ``residuals[:offset]``): residuals, the MOSUM window, the
@@ -269,23 +269,11 @@ def advance(Y, X, index, offset, pixel0, fit, codes, test, residuals, fresh, cou
     is ``alert_from`` or later; ``changes``, :data:`CHANGED_STATUS` ... bits of what differs
     from the result before), or arrays of size 0 for no result.
 
-    Blocks of :data:`BLOCK` lanes on every core; :func:`advance_serial` is the same on the
-    calling thread."""
-    for block in prange((Y.shape[1] + BLOCK - 1) // BLOCK):
+    Task ``task`` of ``n_tasks`` (:func:`tscube._threads.run_tasks`): a range of blocks of
+    :data:`BLOCK` lanes; ``advance(0, 1, ...)`` runs every lane on the calling thread."""
+    n_blocks = (Y.shape[1] + BLOCK - 1) // BLOCK
+    for block in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
         first = block * BLOCK
-        stop = min(first + BLOCK, Y.shape[1])
-        _advance_block(first, stop, Y, X, index, offset, pixel0, fit, codes, test, residuals, fresh, count_valid,
-                       inf_added, hot, out[14])
-        if out[0].size:
-            _result_block(first, stop, pixel0, fit, codes, hot, time, alert_from, out)
-
-
-@jit(nogil=True, error_model="numpy")
-def advance_serial(Y, X, index, offset, pixel0, fit, codes, test, residuals, fresh, count_valid, inf_added, hot, time,
-                   alert_from, out):
-    """:func:`advance` on the calling thread alone, for a band of lanes updated on a thread
-    of its own (:func:`tscube.bfast.nrt._store.update_files`)."""
-    for first in range(0, Y.shape[1], BLOCK):
         stop = min(first + BLOCK, Y.shape[1])
         _advance_block(first, stop, Y, X, index, offset, pixel0, fit, codes, test, residuals, fresh, count_valid,
                        inf_added, hot, out[14])
@@ -603,9 +591,10 @@ def _lanes_of(values, first, stop, nodata, has_nodata, Y, inf_added):
     return any_inf
 
 
-@jit(parallel=True)
-def result_lanes(fit, codes, hot, time, out):
-    """The result of every lane from its record ``hot[p]`` (:func:`_result_block`), in blocks
-    of :data:`BLOCK` lanes on every core."""
-    for block in prange((hot.shape[0] + BLOCK - 1) // BLOCK):
+@jit(nogil=True)
+def result_lanes(task, n_tasks, fit, codes, hot, time, out):
+    """The result of every lane from its record ``hot[p]`` (:func:`_result_block`): task
+    ``task`` of ``n_tasks``, a range of blocks of :data:`BLOCK` lanes."""
+    n_blocks = (hot.shape[0] + BLOCK - 1) // BLOCK
+    for block in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
         _result_block(block * BLOCK, min(block * BLOCK + BLOCK, hot.shape[0]), 0, fit, codes, hot, time, 0, out)

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..._threads import run_tasks, task_count
 from ...timeaxis import TIME_TOL, build_time_axis
 from ..core.design import build_design
 from ..core.inputs import check_numeric_dtype, invalid_mask
@@ -14,7 +15,7 @@ from ..monitor import OUTPUT_DTYPES, BfastStatus, bfast_monitor_array, empty_out
 from ..monitor.calibration import calibrated_critvals, drift_coefficients, model_of, pixel_features
 from ..monitor.history import ROC_LAMBDA_05, history_first
 from ..monitor.plan import MonitorPlan
-from ._cpu import (CODE_KINDS, FITTED_CODES, HOT, HOT_WIDTH, RESULT_OUTPUTS, advance, advance_serial, empty_record,
+from ._cpu import (BLOCK, CODE_KINDS, FITTED_CODES, HOT, HOT_WIDTH, RESULT_OUTPUTS, advance, empty_record,
                    fit_history, record_views, result_lanes)
 
 #: Version of the state layout (saved with the state; a version not in
@@ -182,8 +183,10 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     singular = np.zeros(n_pixels, dtype=np.bool_)
     perfect = np.zeros(n_pixels, dtype=np.bool_)
     levels, all_levels = design.kernel_levels()
-    fit_history(Y, design.matrix, levels, all_levels, np.maximum(state["history_begin"], 0), begin, fit, h,
-                 state["coefficients"], state["sigma"], state["tail"], state["hot"], singular, perfect)
+    n_tasks = task_count(n_pixels)
+    run_tasks(fit_history, n_tasks, n_tasks, Y, design.matrix, levels, all_levels,
+              np.maximum(state["history_begin"], 0), begin, fit, h, state["coefficients"], state["sigma"], state["tail"],
+              state["hot"], singular, perfect)
     # pixels without monitoring data: the engine stopped before the checks a fit makes
     fitted[unmonitored & singular] = BfastStatus.SINGULAR_DESIGN
     fitted[unmonitored & perfect & ~singular] = BfastStatus.PERFECT_FIT
@@ -244,16 +247,16 @@ def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, 
     records ``hot`` have a row per lane, updated in place; ``count_valid``,
     ``inf_added``: see :func:`advance`; ``result``: ``(time, alert_from, out)``, the
     lanes' result computed on the way (``out``: a dict of :func:`result_buffers`);
-    ``serial``: on the calling thread alone (:func:`advance_serial`), else on every core."""
+    ``serial``: on the calling thread alone, else on every core."""
     residuals = state["residuals"]
     if fresh is None:
         fresh = residuals[residuals.shape[0] - Y.shape[0]:]
         residuals = residuals[:residuals.shape[0] - Y.shape[0]]
     time, alert_from, out = result if result else (_NO_TIME, 0, None)
-    kernel = advance_serial if serial else advance
-    kernel(Y, X, rows.astype(np.int64), residuals.shape[0], pixel0, fit_arrays(state), CODE_KINDS,
-           monitoring_test(model), residuals, fresh, count_valid, inf_added, state["hot"], time, alert_from,
-           _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
+    n_tasks = 1 if serial else task_count(-(-Y.shape[1] // BLOCK))
+    run_tasks(advance, n_tasks, n_tasks, Y, X, rows.astype(np.int64), residuals.shape[0], pixel0, fit_arrays(state),
+              CODE_KINDS, monitoring_test(model), residuals, fresh, count_valid, inf_added, state["hot"], time,
+              alert_from, _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
 
 
 def fit_arrays(state: dict) -> tuple:
@@ -376,7 +379,8 @@ def state_result(state: dict, model: dict, dates, out: dict | None = None,
         critval = state.get("critval", absent("critval"))
         out["critval"][...] = model["critval"] if is_absent(critval) else critval
     lanes = tuple(out[name] for name in RESULT_OUTPUTS[:13]) + _NO_RESULT[13:]
-    result_lanes(fit_arrays(state), CODE_KINDS, state["hot"], time, lanes)
+    n_tasks = task_count(-(-state["hot"].shape[0] // BLOCK))
+    run_tasks(result_lanes, n_tasks, n_tasks, fit_arrays(state), CODE_KINDS, state["hot"], time, lanes)
     return out
 
 

@@ -24,9 +24,9 @@ import math
 
 import numba
 import numpy as np
-from numba import prange
 
 from ...._jit import CONTRACT, jit
+from ...._threads import run_tasks
 from ...core.bai_perron_cpu import (breaks_of, memo_chunks, minus_2_loglik, optimal_partitions, qr_fit_in_order,
                                     recursive_residuals, triangle_memo)
 from ...core.inputs import PERFECT_FIT_RTOL, kernel_nodata
@@ -459,10 +459,11 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
             first_hist[s, p0 + q] = rows[U((n - 1 - drop) * W + q)]
 
 
-@jit(parallel=True)
-def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n_chunks, first_hist, flagged):
-    """ROC history selection, ``n_chunks`` parallel workers each streaming its range of
-    blocks of ``LANES`` pixels through private buffers."""
+@jit(nogil=True)
+def _roc_lanes_kernel(c, values, nodata, has_nodata, X, X8, monitor_begin, level, n_chunks, first_hist, flagged):
+    """ROC history selection, chunk ``c`` of ``n_chunks`` (a task of
+    :func:`~tscube._threads.run_tasks`): its range of blocks of ``LANES`` pixels streamed
+    through private buffers."""
     T, n_pixels = values.shape
     k = X.shape[1]
     W = LANES
@@ -471,76 +472,74 @@ def _roc_lanes_kernel(values, nodata, has_nodata, X, X8, monitor_begin, level, n
     for s in range(S_count):
         stop = max(stop, monitor_begin[s])
     n_blocks = (n_pixels + W - 1) // W
-    for c in prange(n_chunks):
-        tile = tile_buffer(W, stop)
-        rows = np.zeros(T * W, dtype=np.int32)  # rows past a lane's count: any date
-        S = np.zeros(S_ROWS * W)
-        Xc = np.zeros((T + LANE_REGRESSORS) * LANE_REGRESSORS * W)  # room for eight rows past the last
-        yc = np.zeros((T + LANE_REGRESSORS) * W)
-        w = np.empty(T * W)
-        alone_rows = np.empty(T, dtype=np.int64)
-        alone_y = np.empty(T)
-        alone_w = np.empty(T)
-        Q = np.empty((k, T))  # Gram–Schmidt columns
-        R = np.empty((k, k))
-        P = np.empty((k, k))
-        beta = np.empty(k)
-        Px = np.empty(k)
-        idx = np.empty(k, dtype=np.int64)
-        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
-            p0 = ib * W
-            width = min(n_pixels, p0 + W) - p0
-            load_tile(values, p0, width, stop, tile)
-            for s in range(S_count):
-                _roc_block(tile, p0, width, s, monitor_begin[s], nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
-                           alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged)
+    tile = tile_buffer(W, stop)
+    rows = np.zeros(T * W, dtype=np.int32)  # rows past a lane's count: any date
+    S = np.zeros(S_ROWS * W)
+    Xc = np.zeros((T + LANE_REGRESSORS) * LANE_REGRESSORS * W)  # room for eight rows past the last
+    yc = np.zeros((T + LANE_REGRESSORS) * W)
+    w = np.empty(T * W)
+    alone_rows = np.empty(T, dtype=np.int64)
+    alone_y = np.empty(T)
+    alone_w = np.empty(T)
+    Q = np.empty((k, T))  # Gram–Schmidt columns
+    R = np.empty((k, k))
+    P = np.empty((k, k))
+    beta = np.empty(k)
+    Px = np.empty(k)
+    idx = np.empty(k, dtype=np.int64)
+    for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+        p0 = ib * W
+        width = min(n_pixels, p0 + W) - p0
+        load_tile(values, p0, width, stop, tile)
+        for s in range(S_count):
+            _roc_block(tile, p0, width, s, monitor_begin[s], nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
+                       alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged)
 
 
-@jit(parallel=True)
-def _history_kernel(values, nodata, has_nodata, X, monitor_begin, method_roc, level, block, n_chunks, first_hist,
+@jit(nogil=True)
+def _history_kernel(c, values, nodata, has_nodata, X, monitor_begin, method_roc, level, block, n_chunks, first_hist,
                     flagged):
     T, P = values.shape
     k = X.shape[1]
     S = monitor_begin.shape[0]
     n_blocks = (P + block - 1) // block
-    for c in prange(n_chunks):
-        # per-thread buffers, reused for the pixels of the chunk's blocks
-        rows = np.empty(T, dtype=np.int64)
-        y = np.empty(T)
-        w = np.empty(T)
-        Pinv = np.empty((k, k))
-        beta = np.empty(k)
-        Px = np.empty(k)
-        R = np.empty((k, k))
-        idx = np.empty(k, dtype=np.int64)
-        Q = np.empty((k, T))  # Gram–Schmidt columns
-        sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
-        sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
-        sum_yy = np.empty(1) if method_roc else np.empty(T + 1)
-        memo = triangle_memo(0 if method_roc else T, k)  # pixels with the same valid dates share it
-        stop = 0
-        for s in range(S):
-            stop = max(stop, monitor_begin[s])
-        tile = tile_buffer(block, stop)
-        for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
-            p0 = ib * block
-            width = min(P, p0 + block) - p0
-            load_tile(values, p0, width, stop, tile)
-            for s in range(S):  # pixel after pixel for one start: alike rows, one memo
-                for q in range(width):
-                    p = p0 + q
-                    n = compact_valid(tile[q], monitor_begin[s], nodata, has_nodata, rows, y)
-                    first_hist[s, p] = 0
-                    if n <= k:
-                        continue
-                    if method_roc:
-                        drop, flag = _roc_pixel(X, rows, y, n, level, w, Q, R, Pinv, beta, Px, idx)
-                        flagged[s, p] = flag
-                    else:
-                        drop = _bp_start(X, rows, y, n, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy, memo)
-                        flagged[s, p] = drop < 0
-                        drop = max(drop, 0)
-                    first_hist[s, p] = rows[drop] if drop > 0 else 0  # 0: every candidate, as "all"
+    # per-thread buffers, reused for the pixels of the chunk's blocks
+    rows = np.empty(T, dtype=np.int64)
+    y = np.empty(T)
+    w = np.empty(T)
+    Pinv = np.empty((k, k))
+    beta = np.empty(k)
+    Px = np.empty(k)
+    R = np.empty((k, k))
+    idx = np.empty(k, dtype=np.int64)
+    Q = np.empty((k, T))  # Gram–Schmidt columns
+    sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
+    sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
+    sum_yy = np.empty(1) if method_roc else np.empty(T + 1)
+    memo = triangle_memo(0 if method_roc else T, k)  # pixels with the same valid dates share it
+    stop = 0
+    for s in range(S):
+        stop = max(stop, monitor_begin[s])
+    tile = tile_buffer(block, stop)
+    for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+        p0 = ib * block
+        width = min(P, p0 + block) - p0
+        load_tile(values, p0, width, stop, tile)
+        for s in range(S):  # pixel after pixel for one start: alike rows, one memo
+            for q in range(width):
+                p = p0 + q
+                n = compact_valid(tile[q], monitor_begin[s], nodata, has_nodata, rows, y)
+                first_hist[s, p] = 0
+                if n <= k:
+                    continue
+                if method_roc:
+                    drop, flag = _roc_pixel(X, rows, y, n, level, w, Q, R, Pinv, beta, Px, idx)
+                    flagged[s, p] = flag
+                else:
+                    drop = _bp_start(X, rows, y, n, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy, memo)
+                    flagged[s, p] = drop < 0
+                    drop = max(drop, 0)
+                first_hist[s, p] = rows[drop] if drop > 0 else 0  # 0: every candidate, as "all"
 
 
 def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np.ndarray | None]:
@@ -560,13 +559,13 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
         X8[:, :k] = X
         n_blocks = -(-n_pixels // LANES)
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
-        _roc_lanes_kernel(values, nodata, has_nodata, X, X8, plan.monitor_begin.astype(np.int64), plan.level_roc,
-                          n_chunks, first, flagged)
+        run_tasks(_roc_lanes_kernel, n_chunks, values, nodata, has_nodata, X, X8, plan.monitor_begin.astype(np.int64),
+                  plan.level_roc, n_chunks, first, flagged)
         return first, flagged
     block = 16
     n_chunks = memo_chunks(n_pixels, block)
-    _history_kernel(
-        values, nodata, has_nodata,
+    run_tasks(
+        _history_kernel, n_chunks, values, nodata, has_nodata,
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.history == "ROC",
         plan.level_roc, block, n_chunks, first, flagged,
     )
