@@ -53,7 +53,7 @@ CASES = {
             "GaussianMixture(n_components=4, random_state=0).fit(X)"),
     "nrt": ("BfastMonitor.fit/update",
             "import numpy as np\nfrom tscube import BfastMonitor\nhist = dates < start",
-            "m = BfastMonitor(freq=23).fit(data[hist], dates[hist])\n"
+            "m = BfastMonitor(start, freq=23).fit(data[hist], dates[hist])\n"
             "m.update(data[~hist], dates[~hist])"),
 }
 

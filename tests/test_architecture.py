@@ -32,13 +32,13 @@ LAYERS = {
     "": {
         # 1. foundations: know no algorithm and no xarray
         "config": 1, "engines": 1, "timeaxis": 1, "_prefetch": 1, "_cuda_host": 1, "_kernel_io": 1,
-        "_jit": 1, "parallel": 1, "datasets": 1,
+        "_jit": 1, "_threads": 1, "parallel": 1, "datasets": 1,
         # 2. generic machinery that knows no algorithm
         "xarray_blocks": 2, "io": 2, "stac": 2, "runs": 2, "figures": 2,
         # 3. algorithms
         "bfast": 3, "stl": 3, "cluster": 3,
         # 4. public faces and the command line
-        "xr": 4, "plot": 4, "cli": 4, "": 5,
+        "xr": 4, "plot": 4, "warmup": 4, "cli": 4, "": 5,
     },
     "bfast": {"core": 1, "monitor": 2, "lite": 2, "nrt": 3, "": 4},
 }

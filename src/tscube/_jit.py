@@ -29,6 +29,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import pickle
+import subprocess
+import sys
+import threading
 import time
 from contextlib import contextmanager
 from functools import lru_cache
@@ -207,3 +211,70 @@ def compile_notice(echo):
         line = notice.summary()
         if line:
             echo(line)
+
+
+#: Compilations running in other processes (:func:`compile_elsewhere`), by kernel.
+_PENDING: dict = {}
+_PENDING_LOCK = threading.Lock()
+
+
+def _cache_state(kernel, sig) -> str:
+    """"memory" (compiled in this process), "disk" (in numba's on-disk cache), "missing"
+    (a call would compile it) or "unknown" (caching off, read-only, or numba's cache
+    internals not as expected)."""
+    if sig in kernel.overloads:
+        return "memory"
+    try:
+        cache = kernel._cache
+        if not cache._enabled or not os.access(cache._cache_path, os.W_OK):
+            return "unknown"
+        key = cache._index_key(sig, kernel.targetctx.codegen())
+        return "disk" if key in cache._cache_file._load_index() else "missing"
+    except Exception:  # noqa: BLE001 - a numba without these internals: compile as usual
+        return "unknown"
+
+
+def compile_elsewhere(kernel, args) -> bool:
+    """Start compiling ``kernel`` for the types of ``args`` in a new process, into numba's
+    on-disk cache, when this process has not compiled it and the cache does not hold it;
+    the caller meanwhile compiles or runs something else (numba compiles one function at
+    a time per process). :func:`wait_compiled` (which :func:`tscube._threads.run_tasks`
+    calls) waits for it, and the call then loads the kernel from the cache. Returns
+    whether a process was started."""
+    sig = tuple(kernel.typeof_pyval(arg) for arg in args)
+    with _PENDING_LOCK:
+        if kernel in _PENDING or _cache_state(kernel, sig) != "missing":
+            return False
+        job = pickle.dumps((kernel.py_func.__module__, kernel.py_func.__qualname__, sig))
+        process = subprocess.Popen([sys.executable, "-c", "from tscube._jit import _compile_job; _compile_job()"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            process.stdin.write(job)
+            process.stdin.close()
+        except OSError:
+            pass
+        _PENDING[kernel] = process
+        return True
+
+
+def wait_compiled(kernel) -> None:
+    """Wait for :func:`compile_elsewhere`'s process compiling ``kernel``, if any (the
+    kernel is then in the cache, unless that process failed: then the call compiles it)."""
+    if not _PENDING:
+        return
+    with _PENDING_LOCK:
+        process = _PENDING.pop(kernel, None)
+    if process is not None:
+        process.wait()
+
+
+def _compile_job() -> None:
+    """In the process of :func:`compile_elsewhere`: compile the kernel, which numba saves
+    to its cache."""
+    import importlib
+
+    module, qualname, sig = pickle.loads(sys.stdin.buffer.read())
+    kernel = importlib.import_module(module)
+    for name in qualname.split("."):
+        kernel = getattr(kernel, name)
+    kernel.compile(sig)

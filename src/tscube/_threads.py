@@ -21,6 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba
 
+from ._jit import wait_compiled
+
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -43,6 +45,7 @@ def run_tasks(kernel, n_tasks: int, *args) -> None:
     whose tasks write disjoint outputs. Re-raises the first exception of a task after
     every thread has stopped (no thread is left writing into the outputs)."""
     n_tasks = int(n_tasks)
+    wait_compiled(kernel)  # being compiled in another process: load it from the cache once done
     threads = min(numba.get_num_threads(), n_tasks)
     if threads <= 1:
         for task in range(n_tasks):

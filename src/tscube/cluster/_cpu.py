@@ -11,8 +11,6 @@ Same interface as :mod:`tscube.cluster._reference`.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from tscube import config
@@ -158,9 +156,50 @@ KMEANS_TILE = 64
 KMEANS_MARGIN = 8.0
 
 
-@lru_cache(maxsize=None)
-def _kmeans_kernel(n_features: int):
-    """The k-means assignment kernel for ``n_features`` features.
+@jit(fastmath=CONTRACT)
+def _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat):
+    """Smallest and second smallest ``cn_k + Σ_j c2_kj x_j`` per sample, and the
+    first centre reaching the smallest (``c2 = −2c``, ``cn = ‖c‖²``)."""
+    n_clusters = c2.shape[0]
+    for i in range(m):
+        best[i] = np.inf
+        second[i] = np.inf
+        best_k[i] = 0
+    for k in range(0, n_clusters - 1, 2):
+        for i in range(m):
+            s = cn[k]
+            t = cn[k + 1]
+            for j in range(n_feat):
+                s += c2[k, j] * xt[j, i]
+                t += c2[k + 1, j] * xt[j, i]
+            b = best[i]
+            low = second[i]
+            high = s if s > b else b
+            low = high if high < low else low
+            kk = k if s < b else best_k[i]
+            b = s if s < b else b
+            high = t if t > b else b
+            second[i] = high if high < low else low
+            best_k[i] = k + 1 if t < b else kk
+            best[i] = t if t < b else b
+    if n_clusters % 2:
+        k = n_clusters - 1
+        for i in range(m):
+            s = cn[k]
+            for j in range(n_feat):
+                s += c2[k, j] * xt[j, i]
+            b = best[i]
+            high = s if s > b else b
+            second[i] = high if high < second[i] else second[i]
+            best_k[i] = k if s < b else best_k[i]
+            best[i] = s if s < b else b
+
+
+@jit(nogil=True)
+def _kmeans_kernel(task, n_tasks, X, centers, block, n_blocks, sums_only, labels, out_sse, out_counts, out_sums,
+                   features):
+    """The k-means assignment of task ``task`` of ``n_tasks`` (a range of blocks), for
+    ``len(features)`` features (a tuple: its length is part of its type).
 
     Distances are compared in the expanded form ``‖c‖² − 2 x·c`` (``‖x‖²`` is common to
     all centres of a sample): ``D`` fused multiply-adds per sample and centre instead of
@@ -168,9 +207,9 @@ def _kmeans_kernel(n_features: int):
     samples is transposed so that the loop over its samples is a SIMD loop, the centres
     are taken two at a time (each sample's running minimum, second minimum and argmin
     are loaded and stored once per pair), and the number of features is a compile-time
-    constant of the kernel (a closure variable: LLVM unrolls the feature loop and keeps
-    the sums in registers). Compiled per feature count on first use (not cached on disk:
-    closures cannot be).
+    constant of the kernel (the length of the tuple ``features``, which numba compiles a
+    kernel for: LLVM unrolls the feature loop and keeps the sums in registers). Compiled per feature count on first use, and cached on disk
+    like every kernel.
 
     The expanded form cancels when ``‖x‖²`` is much larger than the distances, so it
     only decides where it provably agrees with the exact distance: a sample whose best
@@ -180,100 +219,57 @@ def _kmeans_kernel(n_features: int):
     exact squared distance to the chosen centre. ``sums_only``: counts and sums, no
     labels written and no SSE (all a Lloyd iteration needs).
     """
-    n_feat = n_features
-
-    @jit(fastmath=CONTRACT, cache=False)
-    def tile_scores(m, c2, cn, xt, best, second, best_k):
-        """Smallest and second smallest ``cn_k + Σ_j c2_kj x_j`` per sample, and the
-        first centre reaching the smallest (``c2 = −2c``, ``cn = ‖c‖²``)."""
-        n_clusters = c2.shape[0]
-        for i in range(m):
-            best[i] = np.inf
-            second[i] = np.inf
-            best_k[i] = 0
-        for k in range(0, n_clusters - 1, 2):
-            for i in range(m):
-                s = cn[k]
-                t = cn[k + 1]
-                for j in range(n_feat):
-                    s += c2[k, j] * xt[j, i]
-                    t += c2[k + 1, j] * xt[j, i]
-                b = best[i]
-                low = second[i]
-                high = s if s > b else b
-                low = high if high < low else low
-                kk = k if s < b else best_k[i]
-                b = s if s < b else b
-                high = t if t > b else b
-                second[i] = high if high < low else low
-                best_k[i] = k + 1 if t < b else kk
-                best[i] = t if t < b else b
-        if n_clusters % 2:
-            k = n_clusters - 1
-            for i in range(m):
-                s = cn[k]
-                for j in range(n_feat):
-                    s += c2[k, j] * xt[j, i]
-                b = best[i]
-                high = s if s > b else b
-                second[i] = high if high < second[i] else second[i]
-                best_k[i] = k if s < b else best_k[i]
-                best[i] = s if s < b else b
-
-    @jit(nogil=True, cache=False)
-    def kernel(task, n_tasks, X, centers, block, n_blocks, sums_only, labels, out_sse, out_counts, out_sums):
-        n_samples, n_columns = X.shape
-        n_clusters = centers.shape[0]
-        c2 = -2.0 * centers
-        cn = np.sum(centers * centers, axis=1)  # ‖c_k‖²
-        largest_cn = cn.max()
-        margin = KMEANS_MARGIN * (n_feat + 3) * np.finfo(np.float64).eps
-        for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
-            sse = np.zeros(n_clusters)
-            counts = np.zeros(n_clusters)
-            sums = np.zeros((n_clusters, n_feat))
-            xt = np.empty((n_feat, KMEANS_TILE))
-            best = np.empty(KMEANS_TILE)
-            second = np.empty(KMEANS_TILE)
-            best_k = np.empty(KMEANS_TILE, dtype=np.uint64)  # unsigned: no wraparound code
-            stop = min((b + 1) * block, n_samples)
-            for t0 in range(b * block, stop, KMEANS_TILE):
-                m = min(KMEANS_TILE, stop - t0)
-                for j in range(n_feat):
-                    for i in range(m):
-                        xt[j, i] = X[t0 + i, j]
-                tile_scores(m, c2, cn, xt, best, second, best_k)
-                n_close = 0
+    n_feat = len(features)
+    n_samples, n_columns = X.shape
+    n_clusters = centers.shape[0]
+    c2 = -2.0 * centers
+    cn = np.sum(centers * centers, axis=1)  # ‖c_k‖²
+    largest_cn = cn.max()
+    margin = KMEANS_MARGIN * (n_feat + 3) * np.finfo(np.float64).eps
+    for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
+        sse = np.zeros(n_clusters)
+        counts = np.zeros(n_clusters)
+        sums = np.zeros((n_clusters, n_feat))
+        xt = np.empty((n_feat, KMEANS_TILE))
+        best = np.empty(KMEANS_TILE)
+        second = np.empty(KMEANS_TILE)
+        best_k = np.empty(KMEANS_TILE, dtype=np.uint64)  # unsigned: no wraparound code
+        stop = min((b + 1) * block, n_samples)
+        for t0 in range(b * block, stop, KMEANS_TILE):
+            m = min(KMEANS_TILE, stop - t0)
+            for j in range(n_feat):
                 for i in range(m):
-                    norm = 0.0
+                    xt[j, i] = X[t0 + i, j]
+            _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat)
+            n_close = 0
+            for i in range(m):
+                norm = 0.0
+                for j in range(n_feat):
+                    norm += xt[j, i] * xt[j, i]
+                close = second[i] - best[i] <= margin * (norm + largest_cn)
+                best[i] = -1.0 if close else 0.0  # reused as the flag
+                n_close += close
+            if n_close:
+                for i in range(m):
+                    if best[i] < 0.0:
+                        best_k[i] = _nearest_centre(X, t0 + i, centers)[0]
+            for i in range(m):
+                kk = best_k[i]
+                counts[kk] += 1.0
+                # a run-time trip count: one SIMD add of the row, which the unrolled
+                # compile-time loop did not get (benchmarks/README.md, k-means)
+                for j in range(n_columns):
+                    sums[kk, j] += X[t0 + i, j]
+                if not sums_only:
+                    labels[t0 + i] = kk
+                    dist = 0.0
                     for j in range(n_feat):
-                        norm += xt[j, i] * xt[j, i]
-                    close = second[i] - best[i] <= margin * (norm + largest_cn)
-                    best[i] = -1.0 if close else 0.0  # reused as the flag
-                    n_close += close
-                if n_close:
-                    for i in range(m):
-                        if best[i] < 0.0:
-                            best_k[i] = _nearest_centre(X, t0 + i, centers)[0]
-                for i in range(m):
-                    kk = best_k[i]
-                    counts[kk] += 1.0
-                    # a run-time trip count: one SIMD add of the row, which the unrolled
-                    # compile-time loop did not get (benchmarks/README.md, k-means)
-                    for j in range(n_columns):
-                        sums[kk, j] += X[t0 + i, j]
-                    if not sums_only:
-                        labels[t0 + i] = kk
-                        dist = 0.0
-                        for j in range(n_feat):
-                            d = X[t0 + i, j] - centers[kk, j]
-                            dist += d * d
-                        sse[kk] += dist
-            out_sse[b] = sse
-            out_counts[b] = counts
-            out_sums[b] = sums
-
-    return kernel
+                        d = X[t0 + i, j] - centers[kk, j]
+                        dist += d * d
+                    sse[kk] += dist
+        out_sse[b] = sse
+        out_counts[b] = counts
+        out_sums[b] = sums
 
 
 def _kernel_precisions(precisions_cholesky, covariance_type):
@@ -328,8 +324,8 @@ def kmeans_statistics(X, centers, sums_only=False):
     out_counts = np.zeros((n_blocks, n_clusters))
     out_sums = np.zeros((n_blocks, n_clusters, n_features))
     n_tasks = task_count(n_blocks)
-    run_tasks(_kmeans_kernel(n_features), n_tasks, n_tasks, X, np.ascontiguousarray(centers, dtype=np.float64), block,
-              n_blocks, sums_only, labels, out_sse, out_counts, out_sums)
+    run_tasks(_kmeans_kernel, n_tasks, n_tasks, X, np.ascontiguousarray(centers, dtype=np.float64), block,
+              n_blocks, sums_only, labels, out_sse, out_counts, out_sums, (0,) * n_features)
     if sums_only:
         return None, None, out_counts.sum(axis=0), out_sums.sum(axis=0)
     return labels, out_sse.sum(axis=0), out_counts.sum(axis=0), out_sums.sum(axis=0)

@@ -8,7 +8,7 @@ BP), :mod:`.critval` gives the boundary's critical value; :mod:`.result` and
 :mod:`.status` say what comes out; ``_maps`` and ``_pixel_plot`` draw it.
 """
 
-from ._array import ENGINES, bfast_monitor_array
+from ._array import ENGINES, bfast_monitor_array, monitor_plan
 from ._maps import break_maps
 from ._pixel_plot import plot_pixel
 from ._xarray import bfast_monitor_xarray
@@ -17,6 +17,6 @@ from .result import OUTPUT_DTYPES, VARIABLE_ATTRS, BfastMonitorResult, empty_out
 from .status import MONITORED, BfastStatus
 
 __all__ = [
-    "bfast_monitor", "bfast_monitor_array", "bfast_monitor_xarray", "BfastMonitorResult", "BfastStatus",
+    "bfast_monitor", "bfast_monitor_array", "bfast_monitor_xarray", "monitor_plan", "BfastMonitorResult", "BfastStatus",
     "MONITORED", "OUTPUT_DTYPES", "VARIABLE_ATTRS", "ENGINES", "empty_outputs", "break_maps", "plot_pixel",
 ]

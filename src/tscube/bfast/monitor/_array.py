@@ -62,15 +62,15 @@ def _as_starts(start, axis) -> tuple[np.ndarray, bool]:
     return starts, is_list
 
 
-def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = True, season: bool = False,
-                        type: str = "OLS-MOSUM", h: float = 0.25, level=0.05, end: float = 10, history="ROC",
-                        freq=None, nodata=None, return_process: bool = False, calibrate: bool = False,
-                        engine: str = "auto") -> BfastMonitorResult:
-    """:func:`tscube.bfast_monitor` of a NumPy ``data`` ``(T, ...)`` (same parameters)."""
-    values = as_time_first(data)
+def monitor_plan(n_dates: int, dates, start, *, order: int = 3, trend: bool = True, season: bool = False,
+                 type: str = "OLS-MOSUM", h: float = 0.25, level=0.05, end: float = 10, history="ROC", freq=None,
+                 nodata=None, return_process: bool = False) -> tuple[MonitorPlan, bool, float, float | None]:
+    """The checked parameters of a :func:`tscube.bfast_monitor` call on ``n_dates`` dates, as
+    the engines take them: ``(plan, many_starts, level_monitor, history_time)``
+    (``history_time``: the decimal year of a fixed history's start, else None)."""
     axis = build_time_axis(dates, freq)
-    if values.shape[0] != len(axis):
-        raise ValueError(f"data has {values.shape[0]} dates on its first axis but dates has {len(axis)}")
+    if n_dates != len(axis):
+        raise ValueError(f"data has {n_dates} dates on its first axis but dates has {len(axis)}")
     order = check_order(order)
     nodata = check_nodata(nodata)
     check_process_type(type)
@@ -111,6 +111,19 @@ def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = Tru
         nodata=nodata,
         return_process=bool(return_process),
     )
+    return plan, many_starts, level_monitor, history_time
+
+
+def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = True, season: bool = False,
+                        type: str = "OLS-MOSUM", h: float = 0.25, level=0.05, end: float = 10, history="ROC",
+                        freq=None, nodata=None, return_process: bool = False, calibrate: bool = False,
+                        engine: str = "auto") -> BfastMonitorResult:
+    """:func:`tscube.bfast_monitor` of a NumPy ``data`` ``(T, ...)`` (same parameters)."""
+    values = as_time_first(data)
+    plan, many_starts, level_monitor, history_time = monitor_plan(
+        values.shape[0], dates, start, order=order, trend=trend, season=season, type=type, h=h, level=level, end=end,
+        history=history, freq=freq, nodata=nodata, return_process=return_process)
+    critval = plan.critval
 
     pixel_shape = values.shape[1:]
     # Engines get one C-contiguous (T, P) layout: a view for contiguous input, one copy
@@ -118,9 +131,14 @@ def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = Tru
     # a second time for its 'A' layout).
     flat = np.ascontiguousarray(values.reshape(values.shape[0], -1))
     engine = resolve("bfast_monitor", engine, flat.size)
+    engine_module = load("bfast_monitor", engine)
+    if (calibrate or plan.history in ("ROC", "BP")) and hasattr(engine_module, "compile_ahead"):
+        # the history selection and the calibration compile kernels of their own first: on
+        # a first call, another process compiles the engine's meanwhile
+        engine_module.compile_ahead(flat, plan)
     if calibrate:
         plan = calibrate_plan(flat, plan, level_monitor)
-    outputs = load("bfast_monitor", engine).run(flat, plan)
+    outputs = engine_module.run(flat, plan)
 
     lead = (plan.n_starts,) if many_starts else ()
     shaped = {}
@@ -131,19 +149,19 @@ def bfast_monitor_array(data, dates, start, *, order: int = 3, trend: bool = Tru
         else:
             shaped[name] = array.reshape(lead + pixel_shape)
     attrs = dict(
-        start=starts if many_starts else float(starts[0]),
+        start=plan.starts if many_starts else float(plan.starts[0]),
         order=plan.design.order,
         trend=bool(trend),
         season=bool(season),
         type=type,
         regressors=list(plan.design.names),
         h=float(h),
-        level=(level_monitor, level_roc),
+        level=(level_monitor, plan.level_roc),
         end=end,
         critval=critval,
         calibrate=bool(calibrate),
         history=history if isinstance(history, str) else float(history_time),
-        freq=axis.freq,
+        freq=plan.axis.freq,
         engine=engine,
     )
     return BfastMonitorResult(**shaped, attrs=attrs)

@@ -45,7 +45,7 @@ import numba
 import numpy as np
 
 from ... import config
-from ..._jit import CONTRACT, jit
+from ..._jit import CONTRACT, compile_elsewhere, jit
 from ..._prefetch import prefetch_row
 from ..._threads import run_tasks, task_count
 from ..core.inputs import SINGULAR_PIVOT_TOL, kernel_nodata
@@ -774,6 +774,56 @@ def masked_gram_blas(values, nodata, X, XX, first: int, stop: int, chunk: int = 
     return G, b
 
 
+def _simd_arguments(values, plan: MonitorPlan, first_hist, critvals, outputs, Gpre=None, bpre=None) -> tuple:
+    """The arguments of :func:`_monitor_simd_kernel` after the task index (``Gpre``,
+    ``bpre``: the "blas" formulation's Gram matrices, else none)."""
+    n_dates, n_pixels = values.shape
+    S = plan.n_starts
+    X = plan.design.matrix
+    k = X.shape[1]
+    levels, all_levels = plan.design.kernel_levels()
+    nodata, has_nodata = kernel_nodata(values, plan.nodata)
+    monitor_begin = plan.monitor_begin.astype(np.int64)
+    low = np.tril_indices(k)
+    XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
+    basis, ptr, index, value = cached_gram_basis(XX)
+    F = np.ascontiguousarray(XX[:, basis])
+    Xr = np.zeros((n_dates, -(-k // 8) * 8))  # the design padded for _residuals
+    Xr[:, :k] = X
+    per_pixel_history = bool(np.any(first_hist != first_hist[:, :1])) if n_pixels else False
+    use_pre = Gpre is not None
+    if not use_pre:
+        Gpre = bpre = np.empty((S, 1, 1))
+    block = max(1, int(config.CPU_BLOCK_PIXELS))
+    n_blocks = -(-n_pixels // block)
+    n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
+    order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
+    return (values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, plan.axis.time, first_hist,
+            order, monitor_begin, plan.h, critvals, plan.cusum, block, n_chunks, per_pixel_history, use_pre, Gpre,
+            bpre, *outputs)
+
+
+def _output_arguments(out: dict, process, boundary, want_process: bool) -> tuple:
+    return (out["status"], out["break_index"], out["break_time"], out["magnitude"], out["relative_magnitude"],
+            out["mosum_mean"], out["statistic"], out["sigma"], out["rmse"], out["history_start"], out["n_valid"],
+            out["n_history"], out["n_monitor"], out["n_inf"], process, boundary, want_process)
+
+
+def compile_ahead(values: np.ndarray, plan: MonitorPlan) -> bool:
+    """Have another process compile the monitoring kernel for ``values`` while this one
+    selects the histories (ROC, BP) and calibrates, when neither this process nor numba's
+    cache has it (:func:`tscube._jit.compile_elsewhere`): a first call then compiles the
+    two large kernels on two cores. Returns whether a process was started."""
+    if (config.CPU_BFAST_GRAM or DEFAULT_GRAM) == "fused" or not values.shape[1]:
+        return False
+    tiny = empty_outputs(plan.n_starts, 1)  # the kernel's types, not its sizes
+    placeholder = np.empty((1, 1, 1))
+    first = np.zeros((plan.n_starts, 1), dtype=np.int64)
+    arguments = _simd_arguments(values[:, :1], plan, first, plan.pixel_critvals(1),
+                                _output_arguments(tiny, placeholder, placeholder, plan.return_process))
+    return compile_elsewhere(_monitor_simd_kernel, (0, values, *arguments[1:]))
+
+
 def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> dict[str, np.ndarray]:
     """Run BFAST Monitor on ``values`` of shape ``(T, P)``; outputs are ``(S, P)``.
 
@@ -795,52 +845,34 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
     first_hist, flagged = plan.history_first or history_first(values, plan)
     critvals = plan.pixel_critvals(n_pixels)
     out["critval"][...] = critvals
-    X = plan.design.matrix
-    k = X.shape[1]
-    levels, all_levels = plan.design.kernel_levels()
-    nodata, has_nodata = kernel_nodata(values, plan.nodata)
-    monitor_begin = plan.monitor_begin.astype(np.int64)
-    outputs = (
-        out["status"], out["break_index"], out["break_time"], out["magnitude"], out["relative_magnitude"],
-        out["mosum_mean"], out["statistic"], out["sigma"], out["rmse"], out["history_start"], out["n_valid"],
-        out["n_history"], out["n_monitor"], out["n_inf"], process, boundary, plan.return_process,
-    )
+    outputs = _output_arguments(out, process, boundary, plan.return_process)
     if gram == "fused":
         from ._cpu_fused import monitor_kernel
 
+        levels, all_levels = plan.design.kernel_levels()
+        nodata, has_nodata = kernel_nodata(values, plan.nodata)
         block = int(config.CPU_BLOCK_PIXELS)
         n_tasks = task_count(-(-n_pixels // block))
         run_tasks(
             monitor_kernel, n_tasks, n_tasks,
-            values, nodata, has_nodata, X, levels, all_levels, plan.axis.time, first_hist, monitor_begin,
-            plan.h, critvals, plan.cusum, block, *outputs,
+            values, nodata, has_nodata, plan.design.matrix, levels, all_levels, plan.axis.time, first_hist,
+            plan.monitor_begin.astype(np.int64), plan.h, critvals, plan.cusum, block, *outputs,
         )
     else:
-        low = np.tril_indices(k)
-        XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
-        basis, ptr, index, value = cached_gram_basis(XX)
-        F = np.ascontiguousarray(XX[:, basis])
-        Xr = np.zeros((n_dates, -(-k // 8) * 8))  # the design padded for _residuals
-        Xr[:, :k] = X
-        per_pixel_history = bool(np.any(first_hist != first_hist[:, :1])) if n_pixels else False
-        use_pre = gram == "blas" and plan.history in ("all", "fixed")
-        if use_pre:
+        Gpre = bpre = None
+        if gram == "blas" and plan.history in ("all", "fixed"):
+            X = plan.design.matrix
+            k = X.shape[1]
+            low = np.tril_indices(k)
+            XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
+            nodata, has_nodata = kernel_nodata(values, plan.nodata)
             Gpre = np.empty((S, XX.shape[1], n_pixels))
             bpre = np.empty((S, k, n_pixels))
             for s in range(S):
-                Gpre[s], bpre[s] = masked_gram_blas(values, nodata if has_nodata else None, X, XX, plan.history_begin, int(monitor_begin[s]))
-        else:
-            Gpre = bpre = np.empty((S, 1, 1))
-        block = max(1, int(config.CPU_BLOCK_PIXELS))
-        n_blocks = -(-n_pixels // block)
-        n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
-        order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
-        run_tasks(
-            _monitor_simd_kernel, n_chunks,
-            values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, plan.axis.time, first_hist, order,
-            monitor_begin, plan.h, critvals, plan.cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
-            *outputs,
-        )
+                Gpre[s], bpre[s] = masked_gram_blas(values, nodata if has_nodata else None, X, XX, plan.history_begin,
+                                                    int(plan.monitor_begin[s]))
+        arguments = _simd_arguments(values, plan, first_hist, critvals, outputs, Gpre, bpre)
+        run_tasks(_monitor_simd_kernel, arguments[19], *arguments)  # [19]: n_chunks
     if flagged is not None:
         out["status"][(out["status"] == STATUS_OK) & flagged] = np.int8(flag_status(plan.history))
     if plan.return_process:

@@ -1,0 +1,254 @@
+"""Compile tscube's kernels ahead of use: :func:`warmup` (``tscube warmup`` on the command
+line) fills numba's on-disk cache with every kernel of the chosen algorithms, so that
+the first call in a container, an HPC job or a dask worker loads them (under a second)
+instead of compiling them (tens of seconds each; the table is in docs/performance.md).
+
+The work is cut into *jobs*, each a group of kernels that no other job compiles (a
+kernel compiled by two processes at once would be compiled twice, and both would
+rewrite its cache index). Jobs run in parallel worker processes: numba compiles one
+function at a time per process (a global lock), so processes are the only way to use
+more than one core for it. Each job runs its algorithm's own code on a tiny synthetic
+cube, per data type, which compiles the kernels exactly as a real call of that type
+does (C-contiguous arrays: what the public functions hand their engines).
+
+Where numba keeps the cache: ``NUMBA_CACHE_DIR`` if set, else beside the installed
+package (``__pycache__``) when that is writable, else in the user's cache folder. Cache
+entries are keyed by the kernels' source (a new tscube compiles again), numba's version
+and the CPU (name and features): a cache warmed on one CPU model does not serve another
+(docs/production.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ALGORITHMS", "DTYPES", "JOBS", "WarmupRecord", "warmup"]
+
+#: The data types warmed unless told otherwise: what satellite cubes arrive as once
+#: scaled (float32) and what NumPy computes in (float64). Integer data (e.g. int16 MODIS
+#: NDVI with a nodata value) compiles the kernels that read the cube once more per type:
+#: ``dtypes=("int16",)``.
+DTYPES = ("float32", "float64")
+
+
+def _cube(dtype: str):
+    """A tiny cloudy cube of ``dtype`` (integers: NDVI scaled by 10,000, -3000 for missing),
+    its dates, monitoring start and nodata value."""
+    from .datasets import make_cube
+
+    cube = make_cube("demo", shape=(4, 4), seed=0)
+    data = cube.data
+    nodata = None
+    if np.dtype(dtype).kind in "iu":
+        nodata = -3000 if np.dtype(dtype).kind == "i" else 0
+        data = np.where(np.isnan(data), nodata, np.round(data * 10000)).astype(dtype)
+    else:
+        data = data.astype(dtype)
+    return data, cube.dates, cube.start, nodata
+
+
+def _monitor_plan(history: str, dtype: str):
+    from .bfast.monitor import monitor_plan
+
+    data, dates, start, nodata = _cube(dtype)
+    flat = np.ascontiguousarray(data.reshape(data.shape[0], -1))
+    plan = monitor_plan(flat.shape[0], dates, start, freq=23, history=history, nodata=nodata)[0]
+    return flat, plan
+
+
+def _monitor(dtype: str) -> None:
+    """BFAST Monitor's engine (the model fit and monitoring of every pixel)."""
+    from .engines import load
+
+    load("bfast_monitor", "cpu").run(*_monitor_plan("all", dtype))
+
+
+def _monitor_roc(dtype: str) -> None:
+    """BFAST Monitor's ROC history selection (the default ``history``)."""
+    from .bfast.monitor.history import history_first
+
+    history_first(*_monitor_plan("ROC", dtype))
+
+
+def _monitor_bp(dtype: str) -> None:
+    """BFAST Monitor's Bai–Perron history selection (``history="BP"``)."""
+    from .bfast.monitor.history import history_first
+
+    history_first(*_monitor_plan("BP", dtype))
+
+
+def _calibration(dtype: str) -> None:
+    """Calibrated monitoring's per-pixel features (``calibrate=True``), and the simulation
+    of critical values for an ``h``/``end`` outside R's tables (data type independent)."""
+    from .bfast.monitor.calibration import pixel_features
+    from .bfast.monitor.critval import simulate_mosum_statistic
+
+    flat, plan = _monitor_plan("all", dtype)
+    first = np.zeros((plan.n_starts, flat.shape[1]), dtype=np.int64)
+    slots = np.arange(flat.shape[0], dtype=np.int64)
+    pixel_features(flat, plan.nodata, first, plan.monitor_begin, slots, plan.h, plan.cusum)
+    simulate_mosum_statistic(0.25, 10.0, n_paths=8, seed=0)
+
+
+def _lite(dtype: str) -> None:
+    """BFAST Lite (every break selection and magnitude runs in one kernel)."""
+    from .bfast.lite import bfast_lite
+
+    data, dates, _, nodata = _cube(dtype)
+    bfast_lite(data, dates, freq=23, nodata=nodata, engine="cpu")
+
+
+def _stl(dtype: str) -> None:
+    """STL, both flavours (one kernel: the flavour is a parameter)."""
+    from .stl import stl
+
+    data, _, _, nodata = _cube(dtype)
+    stl(data, 23, nodata=nodata, engine="cpu")
+
+
+def _cluster(dtype: str) -> None:
+    """The Gaussian mixture's E-step kernels (full and diagonal covariances): the
+    estimators compute in float64 whatever the input. k-means' kernel is compiled for the
+    number of features of each fit and is not cached on disk."""
+    from .cluster import GaussianMixture
+
+    X = np.random.default_rng(0).standard_normal((256, 3))
+    for covariance_type in ("full", "diag"):
+        GaussianMixture(n_components=2, covariance_type=covariance_type, max_iter=2, random_state=0,
+                        engine="cpu").fit(X)
+
+
+def _nrt(dtype: str) -> None:
+    """Near-real-time BFAST Monitor: the state's fit, its update and its result (after the
+    ``monitor`` and ``monitor-roc`` jobs, whose kernels its fit runs)."""
+    from .bfast.nrt import BfastMonitor
+
+    data, dates, start, nodata = _cube(dtype)
+    history = dates < start
+    monitor = BfastMonitor(start, freq=23, nodata=nodata, engine="cpu").fit(data[history], dates[history])
+    monitor.update(data[~history], dates[~history])
+    monitor.result()
+
+
+@dataclass(frozen=True)
+class _Job:
+    name: str
+    run: Callable[[str], None]
+    after: tuple[str, ...] = ()  # jobs whose kernels this one calls: it runs once they are done
+    typed: bool = True  # compiles per data type of the cube (else once, whatever the types asked)
+
+
+#: Every job: its name, what it compiles, the jobs it must follow.
+JOBS = {job.name: job for job in (
+    _Job("monitor", _monitor),
+    _Job("monitor-roc", _monitor_roc),
+    _Job("monitor-bp", _monitor_bp),
+    _Job("calibration", _calibration),
+    _Job("lite", _lite),
+    _Job("stl", _stl),
+    _Job("cluster", _cluster, typed=False),
+    _Job("nrt", _nrt, after=("monitor", "monitor-roc")),
+)}
+
+#: The algorithms :func:`warmup` knows and their jobs.
+ALGORITHMS = {
+    "monitor": ("monitor", "monitor-roc", "monitor-bp", "calibration"),
+    "lite": ("lite",),
+    "stl": ("stl",),
+    "cluster": ("cluster",),
+    "nrt": ("monitor", "monitor-roc", "nrt"),
+}
+
+
+@dataclass(frozen=True)
+class WarmupRecord:
+    """What one job did: ``compiled`` kernels (0: all came from the cache) in ``seconds``."""
+
+    job: str
+    dtype: str
+    seconds: float
+    compiled: int
+    error: str | None = None
+
+
+def _run_job(name: str, dtype: str) -> None:
+    """In a worker process: run job ``name`` for ``dtype`` and print its record."""
+    from ._jit import compile_notice
+
+    began = time.perf_counter()
+    with compile_notice(lambda line: None) as notice:
+        JOBS[name].run(dtype)
+    print("WARMUP " + json.dumps(dict(seconds=time.perf_counter() - began, compiled=notice.kernels)), flush=True)
+
+
+def _spawn(name: str, dtype: str) -> WarmupRecord:
+    env = dict(os.environ, NUMBA_NUM_THREADS="1")  # tiny inputs: one thread each, the cores to the other jobs
+    began = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", f"from tscube.warmup import _run_job; _run_job({name!r}, {dtype!r})"],
+                          env=env, capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("WARMUP "):
+            found = json.loads(line[len("WARMUP "):])
+            return WarmupRecord(name, dtype, round(found["seconds"], 2), found["compiled"])
+    error = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    return WarmupRecord(name, dtype, round(time.perf_counter() - began, 2), 0, error)
+
+
+def _plan(algorithms: Iterable[str]) -> list[str]:
+    names: list[str] = []
+    for algorithm in algorithms:
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}: choose from {', '.join(ALGORITHMS)}")
+        names += [name for name in ALGORITHMS[algorithm] if name not in names]
+    return names
+
+
+def warmup(algorithms: Iterable[str] | None = None, *, dtypes: Iterable[str] = DTYPES, jobs: int | None = None,
+           echo: Callable[[str], None] | None = None) -> list[WarmupRecord]:
+    """Compile the CPU kernels of ``algorithms`` (default: all of :data:`ALGORITHMS`) for
+    each of ``dtypes`` into numba's on-disk cache, ``jobs`` worker processes at a time
+    (default: one per core). Kernels already cached are loaded, not compiled (a second
+    warmup takes seconds). ``echo`` is told about each finished job.
+
+    Returns one :class:`WarmupRecord` per job and data type; raises ``RuntimeError`` if a
+    job failed (the others still ran)."""
+    names = _plan(ALGORITHMS if algorithms is None else algorithms)
+    dtypes = [np.dtype(dtype).name for dtype in dtypes]
+    workers = max(1, int(jobs or os.cpu_count() or 1))
+    records: list[WarmupRecord] = []
+    # a job's data types run one after the other in its own process: two processes
+    # compiling the same kernel would both write its cache index
+    with ThreadPoolExecutor(workers) as pool:
+        done: dict[str, object] = {}
+
+        def run(name: str) -> list[WarmupRecord]:
+            for other in JOBS[name].after:
+                if other in done:
+                    done[other].result()
+            found = []
+            for dtype in dtypes if JOBS[name].typed else ["float64"]:
+                record = _spawn(name, dtype)
+                found.append(record)
+                if echo:
+                    state = f"failed: {record.error}" if record.error else (
+                        f"compiled {record.compiled} kernels" if record.compiled else "already cached")
+                    echo(f"{name} ({dtype}): {state}, {record.seconds:.1f} s")
+            return found
+
+        for name in sorted(names, key=lambda name: bool(JOBS[name].after)):  # jobs that wait go last
+            done[name] = pool.submit(run, name)
+        for name in names:
+            records += done[name].result()
+    failed = [record for record in records if record.error]
+    if failed:
+        raise RuntimeError("warmup failed: " + "; ".join(f"{r.job} ({r.dtype}): {r.error}" for r in failed))
+    return records

@@ -1,0 +1,175 @@
+"""What a first call compiles, and where: the thread pool that replaced numba's parfors,
+compiling a kernel in another process into numba's cache, and ``tscube warmup``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numba
+import numpy as np
+import pytest
+
+from tscube._threads import run_tasks, task_count
+
+
+def test_run_tasks_runs_every_task_once_on_several_threads():
+    seen, threads = [], set()
+    lock = threading.Lock()
+
+    def task(index, scale, out):
+        out[index] = index * scale
+        with lock:
+            seen.append(index)
+            threads.add(threading.get_ident())
+
+    out = np.zeros(40)
+    run_tasks(task, 40, 2.0, out)
+    assert sorted(seen) == list(range(40))
+    np.testing.assert_array_equal(out, np.arange(40) * 2.0)
+    assert len(threads) <= numba.get_num_threads()
+
+
+def test_run_tasks_follows_numba_threads_and_reraises():
+    threads = set()
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        run_tasks(lambda index: threads.add(threading.get_ident()), 8)
+        assert threads == {threading.get_ident()}
+        assert task_count(1000) == 4
+    finally:
+        numba.set_num_threads(previous)
+
+    def fails(index):
+        if index == 3:
+            raise ValueError("task 3")
+
+    with pytest.raises(ValueError, match="task 3"):
+        run_tasks(fails, 8)
+    run_tasks(fails, 0)  # nothing to do
+    assert task_count(0) == 0
+
+
+def test_a_kernel_compiled_in_another_process_is_loaded_from_the_cache(tmp_path):
+    """compile_elsewhere compiles in a child process into numba's cache; the kernel's
+    call then loads it instead of compiling (the first call of ROC BFAST Monitor runs
+    its two kernels' compilations on two cores this way)."""
+    (tmp_path / "kernels_here.py").write_text(textwrap.dedent("""
+        from numba import njit
+
+        @njit(cache=True, nogil=True)
+        def total(x):
+            s = 0.0
+            for v in x:
+                s += v
+            return s
+    """))
+    script = textwrap.dedent("""
+        import numpy as np
+        import kernels_here
+        from tscube._jit import _cache_state, compile_elsewhere, wait_compiled
+
+        x = np.ones(5)
+        sig = (kernels_here.total.typeof_pyval(x),)
+        assert _cache_state(kernels_here.total, sig) == "missing"
+        assert compile_elsewhere(kernels_here.total, (x,))
+        assert not compile_elsewhere(kernels_here.total, (x,))  # already under way
+        wait_compiled(kernels_here.total)
+        assert _cache_state(kernels_here.total, sig) == "disk"
+        assert kernels_here.total(x) == 5.0
+        assert sum(kernels_here.total.stats.cache_hits.values()) == 1
+        assert not kernels_here.total.stats.cache_misses
+        assert _cache_state(kernels_here.total, sig) == "memory"
+        assert not compile_elsewhere(kernels_here.total, (x,))
+        print("OK")
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "OK"
+
+
+@pytest.mark.parametrize("dtype, options", [
+    ("float32", {}),
+    ("int16", {"nodata": -3000, "return_process": True}),
+    ("float64", {"history": "BP", "type": "OLS-CUSUM", "start": "many"}),
+])
+def test_the_monitor_kernel_compiled_ahead_is_the_one_the_call_runs(dtype, options):
+    """compile_ahead builds the monitoring kernel's argument types without running the
+    history selection: they must be exactly those of the call (else the other process
+    compiles a kernel nobody runs)."""
+    from tscube.bfast.monitor import _cpu
+    from tscube.bfast.monitor._array import monitor_plan
+    from tscube.datasets import make_cube
+
+    cube = make_cube("demo", shape=(3, 5), seed=1)
+    data = cube.data
+    if dtype == "int16":
+        data = np.where(np.isnan(data), -3000, np.round(data * 10000))
+    data = data.astype(dtype)
+    options = dict(options)
+    start = cube.start if options.pop("start", None) is None else [cube.start, cube.start + np.timedelta64(180, "D")]
+    flat = np.ascontiguousarray(data.reshape(data.shape[0], -1))
+    plan = monitor_plan(flat.shape[0], cube.dates, start, freq=23, **options)[0]
+    _cpu.run(flat, plan)
+    arguments = _cpu._simd_arguments(flat[:, :1], plan, np.zeros((plan.n_starts, 1), dtype=np.int64),
+                                     plan.pixel_critvals(1),
+                                     _cpu._output_arguments(_cpu.empty_outputs(plan.n_starts, 1), np.empty((1, 1, 1)),
+                                                            np.empty((1, 1, 1)), plan.return_process))
+    kernel = _cpu._monitor_simd_kernel
+    probe = tuple(kernel.typeof_pyval(a) for a in (0, flat, *arguments[1:]))
+    assert probe in kernel.signatures
+    assert not _cpu.compile_ahead(flat, plan)  # compiled here already: no other process
+
+
+def test_warmup_plans_jobs_once_and_in_order():
+    from tscube.warmup import ALGORITHMS, JOBS, _plan, warmup
+
+    assert _plan(["nrt", "monitor"]) == ["monitor", "monitor-roc", "nrt", "monitor-bp", "calibration"]
+    assert set(_plan(ALGORITHMS)) == set(JOBS)
+    for job in JOBS.values():
+        assert set(job.after) <= set(JOBS)
+    with pytest.raises(ValueError, match="unknown algorithm 'bfast'"):
+        warmup(["bfast"])
+
+
+def test_warmup_fills_the_cache_and_a_second_one_only_loads(tmp_path):
+    """A warmup in an empty cache compiles the Gaussian mixture's kernels in worker
+    processes; a second one finds them all in the cache (what a container image or a
+    cluster's shared cache folder gives every later process)."""
+    script = textwrap.dedent("""
+        import json
+        from tscube.warmup import warmup
+        records = warmup(["cluster"], jobs=2)
+        print(json.dumps([[r.job, r.dtype, r.compiled, r.error] for r in records]))
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        runs.append(done.stdout.strip().splitlines()[-1])
+    first, second = (__import__("json").loads(run) for run in runs)
+    assert [row[:2] for row in first] == [["cluster", "float64"]]  # one job: the mixture computes in float64
+    assert first[0][2] >= 2 and first[0][3] is None
+    assert second[0][2] == 0
+
+
+def test_warmup_command(tmp_path):
+    from typer.testing import CliRunner
+
+    from tscube.cli import app
+
+    result = CliRunner().invoke(app, ["warmup", "-a", "cluster", "--jobs", "1"],
+                                env={"NUMBA_CACHE_DIR": str(tmp_path / "cache")})
+    assert result.exit_code == 0, result.output
+    assert "cluster (float64): compiled" in result.output
+    assert "warmup: " in result.output and "1 jobs" in result.output
+    result = CliRunner().invoke(app, ["warmup", "-a", "nothing"])
+    assert result.exit_code == 1
+    assert "unknown algorithm 'nothing'" in result.output
