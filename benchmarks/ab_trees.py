@@ -6,9 +6,9 @@
 Each case runs in a fresh subprocess per tree and round (PYTHONPATH=<tree>/src), warms up
 once (numba compiles or loads its cache), then takes the best of ``repeat`` timed calls
 (or of the part a case times itself). Prints one JSON line per case: the best seconds of
-each tree over all rounds and new/base. Cases: BFAST Monitor ROC and "all" on D2, BFAST
-Lite on a cloudy cube, STL on cloudy series, near-real-time updates in memory and of a
-saved state.
+each tree over all rounds and new/base. Cases: BFAST Monitor ROC, "all" and BP on D2,
+BFAST Lite on a cloudy cube, STL on cloudy series, k-means and a full-covariance Gaussian
+mixture (fixed iterations), near-real-time updates in memory and of a saved state.
 """
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ CASES = {
         cube = make_cube("D2", seed=1)
         run = lambda: tscube.bfast_monitor(cube.data, cube.dates, cube.start, freq=23, history="all", engine="cpu")
     """, 3),
+    "monitor_BP_D2": ("""
+        import numpy as np, tscube
+        from tscube.datasets import make_cube
+        cube = make_cube("D2", seed=1)
+        run = lambda: tscube.bfast_monitor(cube.data, cube.dates, cube.start, freq=23, history="BP", engine="cpu")
+    """, 3),
     "lite_cloudy": ("""
         import numpy as np, tscube
         from tscube.datasets import make_cube
@@ -49,6 +55,18 @@ CASES = {
         data = (0.5 + 0.2 * np.sin(2 * np.pi * t / 23)[:, None] + 0.05 * rng.standard_normal((T, P))).astype(np.float32)
         data[rng.random((T, P)) < 0.3] = np.nan
         run = lambda: tscube.stl(data, 23, engine="cpu")
+    """, 3),
+    "kmeans": ("""
+        import numpy as np
+        from tscube.cluster import KMeans
+        X = np.random.default_rng(0).standard_normal((400_000, 8))
+        run = lambda: KMeans(16, n_init=1, max_iter=10, tol=0.0, random_state=0, engine="cpu").fit(X)
+    """, 3),
+    "gmm_full": ("""
+        import numpy as np
+        from tscube.cluster import GaussianMixture
+        X = np.random.default_rng(0).standard_normal((200_000, 8))
+        run = lambda: GaussianMixture(8, max_iter=5, tol=0.0, init="random_from_data", random_state=0, engine="cpu").fit(X)
     """, 3),
     "nrt_update": ("""
         import numpy as np, tscube

@@ -227,3 +227,25 @@ def assert_bfast_matches_r(result, case: dict, *, rtol: float, magnitude_rtol: f
     np.testing.assert_allclose(result.mosum_mean, np.mean(case["process"]), rtol=rtol, atol=1e-12)
     assert result.attrs["critval"] == pytest.approx(case["critval"], rel=critval_rtol)
 
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (``-n 2``), before the workers start: compile the main kernels
+    into numba's cache once, in parallel processes (``tscube.warmup``). Otherwise every
+    worker compiles the same kernels at the same time, each on its own core (about half
+    of a cold suite's time). A failed warmup only costs time: the tests compile what
+    they need and fail on their own if a kernel is broken."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    import time
+
+    from tscube.warmup import warmup
+
+    began = time.perf_counter()
+    try:
+        records = warmup(jobs=os.cpu_count())
+    except Exception as error:  # noqa: BLE001 - see the docstring
+        print(f"\nwarmup failed ({error}); the tests compile what they need", file=sys.stderr)
+        return
+    compiled = sum(record.compiled for record in records)
+    print(f"\nwarmup: {compiled} kernels compiled in {time.perf_counter() - began:.0f} s", file=sys.stderr)

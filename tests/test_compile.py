@@ -173,3 +173,23 @@ def test_warmup_command(tmp_path):
     result = CliRunner().invoke(app, ["warmup", "-a", "nothing"])
     assert result.exit_code == 1
     assert "unknown algorithm 'nothing'" in result.output
+
+
+def test_cache_writes_of_tscube_kernels_are_locked(tmp_path):
+    """Every cached tscube kernel saves its cache under a lock on its index (parallel
+    warmup jobs and compile_elsewhere write into one cache folder)."""
+    from numba.core import caching
+
+    from tscube._jit import LockedCacheFile, jit
+    from tscube.bfast.monitor._cpu import _monitor_simd_kernel
+    from tscube.cluster._cpu import _kmeans_kernel
+
+    for kernel in (_monitor_simd_kernel, _kmeans_kernel):
+        assert type(kernel._cache._cache_file) is LockedCacheFile
+    assert issubclass(LockedCacheFile, caching.IndexDataCacheFile)
+    uncached = jit(cache=False)(lambda x: x + 1)
+    assert uncached(1) == 2
+    cache_file = LockedCacheFile(str(tmp_path), "kernel", ("stamp", 1))
+    cache_file.save(("signature", "machine"), {"code": 1})
+    assert cache_file.load(("signature", "machine")) == {"code": 1}
+    assert (tmp_path / "kernel.nbi.lock").exists()

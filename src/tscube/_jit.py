@@ -39,6 +39,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from numba import njit
+
+try:
+    import fcntl
+except ImportError:  # Windows: numba's own, unlocked, cache writes
+    fcntl = None
 from numba.core import caching, event
 from numba.core.caching import _CacheLocator
 
@@ -56,8 +61,36 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: bool = True, **options):
     """``numba.njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)``;
     the defaults are numba's own for a function called from Python (IEEE rounding of each
-    operation, ``ZeroDivisionError`` on a division by zero)."""
-    return njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)
+    operation, ``ZeroDivisionError`` on a division by zero). Cached kernels write their
+    cache under a lock (:class:`LockedCacheFile`)."""
+    decorate = njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)
+
+    def decorator(func):
+        dispatcher = decorate(func)
+        cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+        if type(cache_file) is caching.IndexDataCacheFile and fcntl is not None:
+            cache_file.__class__ = LockedCacheFile
+        return dispatcher
+
+    return decorator
+
+
+class LockedCacheFile(caching.IndexDataCacheFile):
+    """numba's cache file of one kernel (an index of its compiled versions and a data file
+    each), saved under an exclusive lock on the index. Without it, two processes that
+    compile the kernel for two signatures at once (``tscube warmup``'s jobs,
+    :func:`compile_elsewhere`, dask workers that share a cache folder) each read the
+    index, pick the same free data file name and write their machine code to it: the
+    index of one could then name the other's code, which a later process would load for
+    the wrong argument types."""
+
+    def save(self, key, data):  # numba made the folder (the locator's ensure_cache_path)
+        with open(self._index_path + ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                super().save(key, data)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _module_file(name: str) -> Path | None:

@@ -71,7 +71,8 @@ def _gmm_statistics_kernel(task, n_tasks, X, means, prec, log_const, full, block
     n_blocks / n_tasks)``, each block's in its own row of the outputs."""
     n_samples, n_features = X.shape
     n_components = means.shape[0]
-    for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
+    block = max(1, block)  # with b >= 0: sample indices >= 0, no negative-index wraparound code
+    for b in range(max(0, task * n_blocks // n_tasks), (task + 1) * n_blocks // n_tasks):
         diff = np.empty((n_components, n_features))
         log_prob = np.empty(n_components)
         nk = np.zeros(n_components)
@@ -121,7 +122,7 @@ def _gmm_log_resp_kernel(task, n_tasks, X, means, prec, log_const, full, out_log
     """Log responsibilities of samples ``[task N / n_tasks, (task + 1) N / n_tasks)``."""
     n_samples, n_features = X.shape
     n_components = means.shape[0]
-    for i in range(task * n_samples // n_tasks, (task + 1) * n_samples // n_tasks):
+    for i in range(max(0, task * n_samples // n_tasks), (task + 1) * n_samples // n_tasks):  # i >= 0: no wraparound
         diff = np.empty(n_features)
         best = -np.inf
         for k in range(n_components):

@@ -816,6 +816,9 @@ def compile_ahead(values: np.ndarray, plan: MonitorPlan) -> bool:
     two large kernels on two cores. Returns whether a process was started."""
     if (config.CPU_BFAST_GRAM or DEFAULT_GRAM) == "fused" or not values.shape[1]:
         return False
+    data_type = _monitor_simd_kernel.typeof_pyval(values)
+    if any(signature[1] == data_type for signature in _monitor_simd_kernel.signatures):
+        return False  # the cube's type decides the kernel's: compiled here already
     tiny = empty_outputs(plan.n_starts, 1)  # the kernel's types, not its sizes
     placeholder = np.empty((1, 1, 1))
     first = np.zeros((plan.n_starts, 1), dtype=np.int64)
