@@ -35,10 +35,10 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
-from numba import njit
+from numba import njit, types
 
 try:
     import fcntl
@@ -67,12 +67,24 @@ def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: boo
 
     def decorator(func):
         dispatcher = decorate(func)
+        # a call from another kernel types constant arguments as literals (0, 1, -1, True)
+        # and numba compiled the callee once per literal value: 9 versions of one
+        # Bai–Perron helper. Called from kernels, a helper is compiled for plain types
+        # only (LLVM still sees the constants where it inlines it).
+        dispatcher.get_call_template = partial(_plain_call_template, dispatcher)
         cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
         if type(cache_file) is caching.IndexDataCacheFile and fcntl is not None:
             cache_file.__class__ = LockedCacheFile
         return dispatcher
 
     return decorator
+
+
+def _plain_call_template(dispatcher, args, kws):
+    """``Dispatcher.get_call_template`` with literal argument types made plain."""
+    args = tuple(types.unliteral(arg) for arg in args)
+    kws = {name: types.unliteral(arg) for name, arg in kws.items()}
+    return type(dispatcher).get_call_template(dispatcher, args, kws)
 
 
 class LockedCacheFile(caching.IndexDataCacheFile):

@@ -112,9 +112,12 @@ def _gmm_statistics_kernel(task, n_tasks, X, means, prec, log_const, full, block
                     else:
                         s2[k, j, j] += rd * diff[k, j]
         out_ll[b] = log_likelihood
-        out_nk[b] = nk
-        out_s1[b] = s1
-        out_s2[b] = s2
+        for k in range(n_components):  # element copies: see _kmeans_kernel
+            out_nk[b, k] = nk[k]
+            for j in range(n_features):
+                out_s1[b, k, j] = s1[k, j]
+                for m in range(n_features):
+                    out_s2[b, k, j, m] = s2[k, j, m]
 
 
 @jit(nogil=True)
@@ -268,9 +271,11 @@ def _kmeans_kernel(task, n_tasks, X, centers, block, n_blocks, sums_only, labels
                         d = X[t0 + i, j] - centers[kk, j]
                         dist += d * d
                     sse[kk] += dist
-        out_sse[b] = sse
-        out_counts[b] = counts
-        out_sums[b] = sums
+        for k in range(n_clusters):  # element copies: a row assignment compiles numba's error formatting
+            out_sse[b, k] = sse[k]
+            out_counts[b, k] = counts[k]
+            for j in range(n_feat):
+                out_sums[b, k, j] = sums[k, j]
 
 
 def _kernel_precisions(precisions_cholesky, covariance_type):

@@ -1101,15 +1101,16 @@ def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, ma
 
 @jit(nogil=True)
 def _decompose_batch(c, values, has_nodata, nodata, prm, centered_t, denominator, n_chunks, tables,
-                     tabled, low_tabled, n_blocked, out_s, out_t, out_r, out_w, slope, amplitude,
+                     tabled, low_tabled, n_blocked, one_by_one, out_s, out_t, out_r, out_w, slope, amplitude,
                      status):
     """STL of the series (columns) of the time-first data ``values`` (missing: NaN, +-inf
     or ``nodata``), written time-first to ``out_s``, ``out_t``, ``out_r`` (remainder) and
     ``out_w`` (robustness weights), with each series' trend slope against ``centered_t``
     (sum of squares ``denominator``) and seasonal amplitude: the first ``n_blocked``
     BLOCK at a time, read and written a date (row) at a time, the others (periodic fits,
-    very long series) one by one. This call does chunk ``c`` of ``n_chunks`` (a task of
-    :func:`tscube._threads.run_tasks`)."""
+    very long series) one by one; ``one_by_one`` is None when there are none (numba then
+    compiles the kernel without that path: ``is None`` on an argument prunes the branch).
+    This call does chunk ``c`` of ``n_chunks`` (a task of :func:`tscube._threads.run_tasks`)."""
     n, n_series = values.shape
     p = prm[1]
     n_blocks = (n_blocked + BLOCK - 1) // BLOCK
@@ -1169,6 +1170,8 @@ def _decompose_batch(c, values, has_nodata, nodata, prm, centered_t, denominator
             status[s0 + b] = status_b[b]
             slope[s0 + b], amplitude[s0 + b] = series_summaries(
                 trend_b[:, b], seasonal_b[:, b], centered_t, denominator, p, cycle_means)
+    if one_by_one is None:
+        return  # pruned at compile time: a kernel for calls without such series lacks this code
     start = n_blocked + c * n_single // n_chunks
     stop = n_blocked + (c + 1) * n_single // n_chunks
     if start == stop:
@@ -1267,7 +1270,8 @@ def decompose_cube(values, nodata, prm: StlParams, times, out_dtype):
             # a chunk allocates its block's arrays once: few, large chunks
             n_chunks = min((n_series + BLOCK - 1) // BLOCK, numba.get_num_threads())
         run_tasks(_decompose_batch, n_chunks, values, has_nodata, marker, codes, *centred_times(times), n_chunks,
-                  tables, tabled, low_tabled, n_blocked, *outputs, slope, amplitude, status)
+                  tables, tabled, low_tabled, n_blocked, True if n_blocked < n_series else None, *outputs, slope,
+                  amplitude, status)
     return outputs, slope, amplitude, status
 
 

@@ -46,6 +46,15 @@ _SUMS_MIN_ROWS = 3
 _SUMS_MIN_PIVOT = 1e-5
 
 
+@jit()
+def _copy_square(memo, i, P):
+    """``memo[i] = P`` element by element: an array-to-slice assignment compiles numba's
+    shape-mismatch error formatting into the kernel (seconds of compile for a copy)."""
+    for a in range(P.shape[0]):
+        for b in range(P.shape[1]):
+            memo[i, a, b] = P[a, b]
+
+
 @jit(inline="always", error_model="numpy")
 def _dot(a, b, first, step, count):
     """``sum(a[i] * b[first + step * i] for i < count)`` in four interleaved partial
@@ -563,7 +572,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
     if record:
         kinds[n] = _START_SUMS if back else _START_RECURSION
         if back:
-            memo_P[n, :, :] = P
+            _copy_square(memo_P, n, P)
     # last[i]: the RSS of the last segment i..n-1
     if back:  # the last segments, from one pass backwards
         last[n - h, 0] = _rss_from_sums(P, U, YY, n - h, n)
@@ -584,7 +593,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             elif _inverse_from_sums(S, i, i + h, P, R):
                 kind = _START_SUMS
                 if record:
-                    memo_P[i, :, :] = P
+                    _copy_square(memo_P, i, P)
         if record:
             kinds[i] = kind
         if kind == _START_RECURSION:

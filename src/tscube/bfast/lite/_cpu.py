@@ -103,15 +103,17 @@ def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_ask
             return -1
     fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
     nh = int(math.floor(n * fraction))
-    if level > 0 and n > k and 1 <= nh < n:  # else R fails; the checks below flag it
-        pv = _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
-        pretest_p[p] = pv
-        if math.isnan(pv):  # an exact fit: the test is undefined
-            status[p] = BfastLiteStatus.PERFECT_FIT
-            return -1
-        if pv > level:
-            status[p] = BfastLiteStatus.STABLE_BY_PRETEST
-            return -1
+    # level None: no pre-test, and numba compiles none (``is None`` on an argument prunes the branch)
+    if level is not None:
+        if n > k and 1 <= nh < n:  # else R fails; the checks below flag it
+            pv = _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
+            pretest_p[p] = pv
+            if math.isnan(pv):  # an exact fit: the test is undefined
+                status[p] = BfastLiteStatus.PERFECT_FIT
+                return -1
+            if pv > level:
+                status[p] = BfastLiteStatus.STABLE_BY_PRETEST
+                return -1
     h = int(math.floor(n * h_param)) if h_param < 1 else int(h_param)
     h_obs[p] = h
     if h <= k:
@@ -244,8 +246,8 @@ def _lite_kernel(c, values, nodata, has_nodata, X, trend_raw, time, trend_col, h
     selection, n_asked, max_cap : int
         How the number of breaks is chosen (an index of ``SELECTIONS``), the number asked
         for (``"number"``), the cap on the breaks considered (0: none).
-    level : float
-        Pre-test level (0: no pre-test); ``table``, ``table_h``, ``table_p``: strucchange's
+    level : float or None
+        Pre-test level (None: no pre-test, none compiled); ``table``, ``table_h``, ``table_p``: strucchange's
         OLS-MOSUM table, its bandwidths and p-values.
     interval : float
         Window of the RMSD/MAD/MD magnitudes (a fraction of ``n``, or observations).
@@ -350,7 +352,7 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     run_tasks(
         _lite_kernel, n_chunks,
         values, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
-        plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level, plan.interval,
+        plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level if plan.level > 0 else None, plan.interval,
         MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, most_breaks,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],

@@ -542,8 +542,12 @@ def _monitor_block(
                 xyacc[:, :] = 0.0
                 t_tiles = t0
             t_tiles = _gram_tiles(Gacc, xyacc, Mh, Yh, F, X, t_tiles, begin)
-            Gf[:, :] = Gacc
-            xy[:, :] = xyacc
+            for ab in range(Gacc.shape[0]):  # element loops: an array-to-slice copy compiles numba's
+                for q in range(Gacc.shape[1]):  # shape-mismatch error formatting (seconds of compile)
+                    Gf[ab, q] = Gacc[ab, q]
+            for a in range(xyacc.shape[0]):
+                for q in range(xyacc.shape[1]):
+                    xy[a, q] = xyacc[a, q]
             _gram_singles(Gf, xy, Mh, Yh, F, X, t_tiles, begin)
             _expand_gram(G, Gf, ptr, index, value, width)
         shared_from = t0 if uniform else -1

@@ -497,8 +497,12 @@ def _roc_lanes_kernel(c, values, nodata, has_nodata, X, X8, monitor_begin, level
 
 
 @jit(nogil=True)
-def _history_kernel(c, values, nodata, has_nodata, X, monitor_begin, method_roc, level, block, n_chunks, first_hist,
-                    flagged):
+def _history_kernel(c, values, nodata, has_nodata, X, monitor_begin, roc_level, block, n_chunks, first_hist, flagged):
+    """History selection one pixel at a time, chunk ``c`` of ``n_chunks``: ROC at level
+    ``roc_level`` (designs too wide for the lanes of :func:`_roc_lanes_kernel`), or
+    Bai–Perron when ``roc_level`` is None. numba compiles one kernel per type of
+    ``roc_level`` and prunes the branch of the other method (``is None`` on an argument):
+    BP's kernel holds no ROC code, ROC's no Bai–Perron programme."""
     T, P = values.shape
     k = X.shape[1]
     S = monitor_begin.shape[0]
@@ -513,10 +517,11 @@ def _history_kernel(c, values, nodata, has_nodata, X, monitor_begin, method_roc,
     R = np.empty((k, k))
     idx = np.empty(k, dtype=np.int64)
     Q = np.empty((k, T))  # Gram–Schmidt columns
-    sum_xx = np.empty((1, 1, 1)) if method_roc else np.empty((T + 1, k, k))
-    sum_xy = np.empty((1, 1)) if method_roc else np.empty((T + 1, k))
-    sum_yy = np.empty(1) if method_roc else np.empty(T + 1)
-    memo = triangle_memo(0 if method_roc else T, k)  # pixels with the same valid dates share it
+    bp_steps = 1 if roc_level is not None else T + 1
+    sum_xx = np.empty((bp_steps, k, k))
+    sum_xy = np.empty((bp_steps, k))
+    sum_yy = np.empty(bp_steps)
+    memo = triangle_memo(bp_steps - 1, k)  # pixels with the same valid dates share it
     stop = 0
     for s in range(S):
         stop = max(stop, monitor_begin[s])
@@ -532,8 +537,8 @@ def _history_kernel(c, values, nodata, has_nodata, X, monitor_begin, method_roc,
                 first_hist[s, p] = 0
                 if n <= k:
                     continue
-                if method_roc:
-                    drop, flag = _roc_pixel(X, rows, y, n, level, w, Q, R, Pinv, beta, Px, idx)
+                if roc_level is not None:
+                    drop, flag = _roc_pixel(X, rows, y, n, roc_level, w, Q, R, Pinv, beta, Px, idx)
                     flagged[s, p] = flag
                 else:
                     drop = _bp_start(X, rows, y, n, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy, memo)
@@ -566,7 +571,7 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
     n_chunks = memo_chunks(n_pixels, block)
     run_tasks(
         _history_kernel, n_chunks, values, nodata, has_nodata,
-        plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.history == "ROC",
-        plan.level_roc, block, n_chunks, first, flagged,
+        plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None,
+        block, n_chunks, first, flagged,
     )
     return first, flagged
