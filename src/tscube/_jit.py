@@ -58,20 +58,24 @@ CONTRACT = {"contract"}
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: bool = True, **options):
+def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: bool = True, plain_args: bool = False,
+        **options):
     """``numba.njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)``;
     the defaults are numba's own for a function called from Python (IEEE rounding of each
     operation, ``ZeroDivisionError`` on a division by zero). Cached kernels write their
-    cache under a lock (:class:`LockedCacheFile`)."""
+    cache under a lock (:class:`LockedCacheFile`).
+
+    ``plain_args``: when called from another kernel, compile for plain argument types
+    only. numba types a constant argument of a call from a kernel as a literal (0, 1,
+    -1, 64) and compiles the callee once per value: up to 4 versions of one set-up
+    helper. Keep numba's specialisation (the default) where a constant decides the
+    code's speed (a step of 1, a feature count that unrolls a loop)."""
     decorate = njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)
 
     def decorator(func):
         dispatcher = decorate(func)
-        # a call from another kernel types constant arguments as literals (0, 1, -1, True)
-        # and numba compiled the callee once per literal value: 9 versions of one
-        # Bai–Perron helper. Called from kernels, a helper is compiled for plain types
-        # only (LLVM still sees the constants where it inlines it).
-        dispatcher.get_call_template = partial(_plain_call_template, dispatcher)
+        if plain_args:
+            dispatcher.get_call_template = partial(_plain_call_template, dispatcher)
         cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
         if type(cache_file) is caching.IndexDataCacheFile and fcntl is not None:
             cache_file.__class__ = LockedCacheFile

@@ -742,7 +742,7 @@ def _block_loess(vals, rw, use_w, row0, stride, n_full, window, deg, jump, exten
     _block_finish(fbuf, sbuf, n_eval, jump, n_full, extend, flavor, out, out_row0, stride, acc)
 
 
-@jit()
+@jit(plain_args=True)
 def _lane_neighbourhoods(xv, xstart, nv, n_full, window, jump, extend, flavor, lane, nb_h,
                          nb_span, e0):
     """Neighbourhoods of the evaluations of a loess over one lane's valid positions
@@ -804,7 +804,7 @@ def _masked_weight(r, inv_h, cut, full, w):
     return (1.0 if r <= full else _cut_tricube(r, inv_h, cut)) * w
 
 
-@jit(fastmath=_FAST, error_model="numpy")
+@jit(fastmath=_FAST, error_model="numpy", plain_args=True)
 def _block_loess_masked(vals, mask, wmask, row0, stride, n_full, deg, jump, extend, flavor, out,
                         out_row0, nb_h, nb_span, e0, fbuf, sbuf, acc):
     """``_loess`` of the BLOCK lanes of ``vals`` (rows and positions as ``_block_loess``),

@@ -464,7 +464,7 @@ def _same_rows(memo, rows, n, h):
     return key[0] == n and key[1] == h and memo_rows.shape[0] >= n and same_rows(memo_rows, rows, n)
 
 
-@jit()
+@jit(plain_args=True)
 def programme_start(best, arg, M, n, lane, lanes):
     """Empty programmes (:func:`optimal_partitions`) for ``m = 0..M`` breaks and ends
     ``0..n-1`` of lanes ``lane..lane+lanes-1``."""
@@ -623,7 +623,7 @@ def _forward(X, rows, y, i, count, w, Q, R, idx, beta, P, Px):
         w[c] = total
 
 
-@jit()
+@jit(plain_args=True)
 def replay_scratch(n_times, k, lanes):
     """Scratch of :func:`replay_partitions` for up to ``lanes`` pixels of ``n_times``
     dates: prefix sums X'y ``(T + 1, k, lanes)`` and y'y, centred values, means, the RSS

@@ -17,7 +17,7 @@ from ..._jit import jit
 from ..._prefetch import prefetch_row
 
 
-@jit()
+@jit(plain_args=True)
 def tile_buffer(width, stop):
     """An uninitialised float64 tile for :func:`load_tile`: ``width`` rows of at least
     ``stop`` values, each row an odd number of cache lines long. (Rows a power of two of
@@ -30,7 +30,7 @@ def tile_buffer(width, stop):
 _PREFETCH_DATES = 8  # dates ahead whose rows load_tile asks the cache for
 
 
-@jit()
+@jit(plain_args=True)
 def load_tile(values, p0, width, stop, tile):
     """``tile[q, t] = values[t, p0 + q]`` (float64) for ``q < width``, ``t < stop``.
 

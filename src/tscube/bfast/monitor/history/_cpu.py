@@ -67,7 +67,7 @@ def _phi(x):
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)
 def _roc_verdict(stat, first, m, level):
     """Rows to drop from the front (forward order) and the no-crossing flag, from the
     Rec-CUSUM statistic ``stat`` of ``m`` recursive residuals and the first (1-based)
@@ -192,7 +192,7 @@ def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
         S[U(S_YMAX * W + q)] = top
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)
 def _gather_design(X8, rows, n_rows, Xc):
     """``Xc[(i * 8 + b) * LANES + q] = X8[rows[i * LANES + q], b]``: the design rows of
     every lane's compacted candidates (an indexed load, kept out of the vectorised loops)."""
@@ -228,7 +228,7 @@ def _exact_solves(S, i, k, width):
             S[U(S_ALONE * W + q)] = 1.0
 
 
-@jit(fastmath=CONTRACT, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy", plain_args=True)
 def _add_eight_rows(S, Xc, yc, lo, hi, k):
     """Gram and X'y of the exact solves: add rows ``lo .. hi - 1`` (at most eight) of every
     lane that has them, eight rows per pass over the Gram (the sums in the order of the
@@ -347,7 +347,7 @@ def _rank_one_step(S, Xc, yc, w, i, k):
         S[U(35 * W + q)] -= v * u7
 
 
-@jit(fastmath=CONTRACT, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy", plain_args=True)
 def _fit_rss(S, Xc, yc, n_rows):
     """Residual sum of squares of each lane's candidates under its final coefficients, for
     the perfect-fit check. (Not the sum of the squared recursive residuals, equal in exact
