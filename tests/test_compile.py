@@ -193,3 +193,26 @@ def test_cache_writes_of_tscube_kernels_are_locked(tmp_path):
     cache_file.save(("signature", "machine"), {"code": 1})
     assert cache_file.load(("signature", "machine")) == {"code": 1}
     assert (tmp_path / "kernel.nbi.lock").exists()
+
+
+def test_plain_args_helpers_compile_once_for_every_constant():
+    """numba types a kernel's constant arguments as literals and compiles a callee once
+    per value; a jit(plain_args=True) helper is compiled for the plain type only (set-up
+    helpers: tile buffers, programme starts), a default one keeps the specialisation
+    (where a constant decides the speed)."""
+    from tscube._jit import jit
+
+    def body(x, step):
+        return x * step
+
+    plain = jit(cache=False, plain_args=True)(body)
+    special = jit(cache=False)(body)
+
+    @jit(cache=False)
+    def kernel(x):
+        return plain(x, 1) + plain(x, -1) + special(x, 1) + special(x, -1)
+
+    assert kernel(3.0) == 0.0
+    assert len(plain.signatures) == 1
+    assert str(plain.signatures[0][1]) == "int64"
+    assert len(special.signatures) == 2
