@@ -216,3 +216,24 @@ def test_plain_args_helpers_compile_once_for_every_constant():
     assert len(plain.signatures) == 1
     assert str(plain.signatures[0][1]) == "int64"
     assert len(special.signatures) == 2
+
+
+@pytest.mark.parametrize("name", ["monitor", "monitor-roc", "monitor-bp", "calibration", "lite", "stl", "cluster", "nrt"])
+def test_every_warmup_job_runs(name):
+    """Each job's own code, in this process (its kernels are cached by the suite's warmup
+    or compiled here): a job that fails would leave its kernels to every first call."""
+    from tscube.warmup import JOBS
+
+    assert name in JOBS
+    JOBS[name].run("float32")
+
+
+def test_warmup_cubes_of_integers_mark_missing_values_with_nodata():
+    from tscube.warmup import _cube
+
+    data, dates, start, nodata = _cube("int16")
+    floats = _cube("float32")[0]
+    assert data.dtype == np.int16 and nodata == -3000
+    np.testing.assert_array_equal(data == nodata, np.isnan(floats))
+    assert np.abs(data[data != nodata] - np.round(floats[~np.isnan(floats)] * 10000)).max() <= 1
+    assert _cube("uint16")[3] == 0
