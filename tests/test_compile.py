@@ -237,3 +237,23 @@ def test_warmup_cubes_of_integers_mark_missing_values_with_nodata():
     np.testing.assert_array_equal(data == nodata, np.isnan(floats))
     assert np.abs(data[data != nodata] - np.round(floats[~np.isnan(floats)] * 10000)).max() <= 1
     assert _cube("uint16")[3] == 0
+
+
+def test_compile_elsewhere_without_a_process_compiles_here(monkeypatch):
+    """No interpreter to start (an embedded Python): the call compiles as usual."""
+    from tscube import _jit
+
+    def no_process(*args, **kwargs):
+        raise FileNotFoundError("no python here")
+
+    def fill(task, out):
+        out[task] = task
+
+    kernel = _jit.jit(cache=False, nogil=True)(fill)
+    monkeypatch.setattr(_jit, "_cache_state", lambda kernel, sig: "missing")
+    monkeypatch.setattr(_jit.subprocess, "Popen", no_process)
+    out = np.zeros(3)
+    assert not _jit.compile_elsewhere(kernel, (0, out))
+    assert kernel not in _jit._PENDING
+    run_tasks(kernel, 3, out)
+    np.testing.assert_array_equal(out, [0.0, 1.0, 2.0])

@@ -43,13 +43,13 @@ from functools import lru_cache, partial
 from pathlib import Path
 
 from numba import njit, types
+from numba.core import caching, event
+from numba.core.caching import _CacheLocator
 
 try:
     import fcntl
 except ImportError:  # Windows: numba's own, unlocked, cache writes
     fcntl = None
-from numba.core import caching, event
-from numba.core.caching import _CacheLocator
 
 #: numba's cache implementation, whose list of locators :class:`ImportStampLocator` joins
 #: (``_CacheImpl`` before numba 0.58).
@@ -299,12 +299,15 @@ def compile_elsewhere(kernel, args) -> bool:
         if kernel in _PENDING or _cache_state(kernel, sig) != "missing":
             return False
         job = pickle.dumps((kernel.py_func.__module__, kernel.py_func.__qualname__, sig))
-        process = subprocess.Popen([sys.executable, "-c", "from tscube._jit import _compile_job; _compile_job()"],
-                                   stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            process = subprocess.Popen([sys.executable, "-c", "from tscube._jit import _compile_job; _compile_job()"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError:  # no interpreter to start (an embedded Python): compile here as usual
+            return False
         try:
             process.stdin.write(job)
             process.stdin.close()
-        except OSError:
+        except OSError:  # the process died at once: the call compiles the kernel itself
             pass
         _PENDING[kernel] = process
         return True
