@@ -228,8 +228,8 @@ def warmup(algorithms: Iterable[str] | None = None, *, dtypes: Iterable[str] = D
     dtypes = [np.dtype(dtype).name for dtype in dtypes]
     workers = max(1, int(jobs or os.cpu_count() or 1))
     records: list[WarmupRecord] = []
-    # a job's data types run one after the other in its own process: two processes
-    # compiling the same kernel would both write its cache index
+    # a job's data types run one after the other (a process each): the same kernel
+    # compiled by two processes at once would be compiled twice
     with ThreadPoolExecutor(workers) as pool:
         done: dict[str, object] = {}
 
