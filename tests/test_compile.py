@@ -20,7 +20,8 @@ def test_run_tasks_runs_every_task_once_on_several_threads():
     seen, threads = [], set()
     lock = threading.Lock()
 
-    def task(index, scale, out):
+    def task(index, n_tasks, scale, out):
+        assert n_tasks == 40
         out[index] = index * scale
         with lock:
             seen.append(index)
@@ -38,13 +39,13 @@ def test_run_tasks_follows_numba_threads_and_reraises():
     previous = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
-        run_tasks(lambda index: threads.add(threading.get_ident()), 8)
+        run_tasks(lambda index, n_tasks: threads.add(threading.get_ident()), 8)
         assert threads == {threading.get_ident()}
         assert task_count(1000) == 4
     finally:
         numba.set_num_threads(previous)
 
-    def fails(index):
+    def fails(index, n_tasks):
         if index == 3:
             raise ValueError("task 3")
 
@@ -117,12 +118,8 @@ def test_the_monitor_kernel_compiled_ahead_is_the_one_the_call_runs(dtype, optio
     flat = np.ascontiguousarray(data.reshape(data.shape[0], -1))
     plan = monitor_plan(flat.shape[0], cube.dates, start, freq=23, **options)[0]
     _cpu.run(flat, plan)
-    arguments = _cpu._simd_arguments(flat[:, :1], plan, np.zeros((plan.n_starts, 1), dtype=np.int64),
-                                     plan.pixel_critvals(1),
-                                     _cpu._output_arguments(_cpu.empty_outputs(plan.n_starts, 1), np.empty((1, 1, 1)),
-                                                            np.empty((1, 1, 1)), plan.return_process))
     kernel = _cpu._monitor_simd_kernel
-    probe = tuple(kernel.typeof_pyval(a) for a in (0, flat, *arguments[1:]))
+    probe = tuple(kernel.typeof_pyval(a) for a in _cpu._probe_arguments(flat, plan))
     assert probe in kernel.signatures
     assert not _cpu.compile_ahead(flat, plan)  # compiled here already: no other process
 
@@ -246,14 +243,14 @@ def test_compile_elsewhere_without_a_process_compiles_here(monkeypatch):
     def no_process(*args, **kwargs):
         raise FileNotFoundError("no python here")
 
-    def fill(task, out):
+    def fill(task, n_tasks, out):
         out[task] = task
 
     kernel = _jit.jit(cache=False, nogil=True)(fill)
     monkeypatch.setattr(_jit, "_cache_state", lambda kernel, sig: "missing")
     monkeypatch.setattr(_jit.subprocess, "Popen", no_process)
     out = np.zeros(3)
-    assert not _jit.compile_elsewhere(kernel, (0, out))
+    assert not _jit.compile_elsewhere(kernel, (0, 1, out))
     assert kernel not in _jit._PENDING
     run_tasks(kernel, 3, out)
     np.testing.assert_array_equal(out, [0.0, 1.0, 2.0])

@@ -121,6 +121,6 @@ def test_any_layout_runs_the_one_compiled_kernel_per_dtype():
         for name in ("seasonal", "trend", "remainder", "weights"):
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
     assert not values.flags.c_contiguous and values.flags.writeable  # the input untouched
-    data_types = {signature[1] for signature in _cpu._decompose_batch.signatures}  # [0]: the task
+    data_types = {signature[2] for signature in _cpu._decompose_batch.signatures}  # [0], [1]: the task
     assert data_types <= {types.Array(dtype, 2, "C", readonly=True)
                           for dtype in (types.float32, types.float64)}, data_types

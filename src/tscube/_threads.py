@@ -9,6 +9,8 @@ independent chunks that a thread pool runs as fast. Each kernel here does the wo
 one task (a chunk of pixel blocks, with its own scratch buffers) with the GIL released;
 :func:`run_tasks` hands the tasks to ``numba.get_num_threads()`` threads, dynamically
 (a thread that finishes early takes the next task), the calling thread among them.
+Every such kernel takes ``(task, n_tasks, ...)``: task ``task`` of ``n_tasks`` covers
+items ``[task * n // n_tasks, (task + 1) * n // n_tasks)`` of its ``n``.
 
 Threads follow numba's settings, as ``prange`` did: ``NUMBA_NUM_THREADS`` and
 ``numba.set_num_threads`` (per calling thread, e.g. 1 in each dask worker thread).
@@ -40,7 +42,7 @@ def _shared_pool() -> ThreadPoolExecutor:
 
 
 def run_tasks(kernel, n_tasks: int, *args) -> None:
-    """``kernel(task, *args)`` for every ``task`` in ``range(n_tasks)``, on up to
+    """``kernel(task, n_tasks, *args)`` for every ``task`` in ``range(n_tasks)``, on up to
     ``numba.get_num_threads()`` threads; ``kernel`` must be a ``nogil`` numba kernel
     whose tasks write disjoint outputs. Re-raises the first exception of a task after
     every thread has stopped (no thread is left writing into the outputs)."""
@@ -49,7 +51,7 @@ def run_tasks(kernel, n_tasks: int, *args) -> None:
     threads = min(numba.get_num_threads(), n_tasks)
     if threads <= 1:
         for task in range(n_tasks):
-            kernel(task, *args)
+            kernel(task, n_tasks, *args)
         return
     next_task = iter(range(n_tasks))
     take = threading.Lock()
@@ -62,7 +64,7 @@ def run_tasks(kernel, n_tasks: int, *args) -> None:
             if task is None:
                 return
             try:
-                kernel(task, *args)
+                kernel(task, n_tasks, *args)
             except BaseException as error:  # noqa: BLE001 - re-raised by the caller
                 failed.append(error)
 

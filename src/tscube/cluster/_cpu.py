@@ -293,9 +293,9 @@ def gmm_statistics(X, means, precisions_cholesky, log_weights, covariance_type):
     out_nk = np.zeros((n_blocks, n_components))
     out_s1 = np.zeros((n_blocks, n_components, n_features))
     out_s2 = np.zeros((n_blocks, n_components, n_features, n_features))
-    n_tasks = task_count(n_blocks)
     run_tasks(
-        _gmm_statistics_kernel, n_tasks, n_tasks, X, np.ascontiguousarray(means), _kernel_precisions(precisions_cholesky, covariance_type),
+        _gmm_statistics_kernel, task_count(n_blocks),
+        X, np.ascontiguousarray(means), _kernel_precisions(precisions_cholesky, covariance_type),
         _log_constants(precisions_cholesky, log_weights, covariance_type),
         covariance_type == "full", block, n_blocks, out_ll, out_nk, out_s1, out_s2,
     )
@@ -311,9 +311,9 @@ def gmm_log_resp(X, means, precisions_cholesky, log_weights, covariance_type):
     """Same contract as :func:`tscube.cluster._reference.gmm_log_resp`."""
     log_resp = np.empty((X.shape[0], means.shape[0]))
     norm = np.empty(X.shape[0])
-    n_tasks = task_count(-(-X.shape[0] // _n_blocks(X.shape[0])[0]))
     run_tasks(
-        _gmm_log_resp_kernel, n_tasks, n_tasks, X, np.ascontiguousarray(means), _kernel_precisions(precisions_cholesky, covariance_type),
+        _gmm_log_resp_kernel, task_count(_n_blocks(X.shape[0])[1]),  # as many tasks as the E-step's
+        X, np.ascontiguousarray(means), _kernel_precisions(precisions_cholesky, covariance_type),
         _log_constants(precisions_cholesky, log_weights, covariance_type),
         covariance_type == "full", log_resp, norm,
     )
@@ -329,8 +329,7 @@ def kmeans_statistics(X, centers, sums_only=False):
     out_sse = np.zeros((n_blocks, n_clusters))
     out_counts = np.zeros((n_blocks, n_clusters))
     out_sums = np.zeros((n_blocks, n_clusters, n_features))
-    n_tasks = task_count(n_blocks)
-    run_tasks(_kmeans_kernel, n_tasks, n_tasks, X, np.ascontiguousarray(centers, dtype=np.float64), block,
+    run_tasks(_kmeans_kernel, task_count(n_blocks), X, np.ascontiguousarray(centers, dtype=np.float64), block,
               n_blocks, sums_only, labels, out_sse, out_counts, out_sums, (0,) * n_features)
     if sums_only:
         return None, None, out_counts.sum(axis=0), out_sums.sum(axis=0)

@@ -1100,7 +1100,7 @@ def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, ma
 
 
 @jit(nogil=True)
-def _decompose_batch(c, values, has_nodata, nodata, prm, centered_t, denominator, n_chunks, tables,
+def _decompose_batch(c, n_chunks, values, has_nodata, nodata, prm, centered_t, denominator, tables,
                      tabled, low_tabled, n_blocked, one_by_one, out_s, out_t, out_r, out_w, slope, amplitude,
                      status):
     """STL of the series (columns) of the time-first data ``values`` (missing: NaN, +-inf
@@ -1269,7 +1269,7 @@ def decompose_cube(values, nodata, prm: StlParams, times, out_dtype):
             n_blocked = n_series
             # a chunk allocates its block's arrays once: few, large chunks
             n_chunks = min((n_series + BLOCK - 1) // BLOCK, numba.get_num_threads())
-        run_tasks(_decompose_batch, n_chunks, values, has_nodata, marker, codes, *centred_times(times), n_chunks,
+        run_tasks(_decompose_batch, n_chunks, values, has_nodata, marker, codes, *centred_times(times),
                   tables, tabled, low_tabled, n_blocked, True if n_blocked < n_series else None, *outputs, slope,
                   amplitude, status)
     return outputs, slope, amplitude, status

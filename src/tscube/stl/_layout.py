@@ -78,8 +78,7 @@ def series_rows(values: np.ndarray, nodata) -> np.ndarray:
     or equal to ``nodata`` compared in the data's dtype, as ``values == nodata``)."""
     n_times, n_series = values.shape
     out = np.empty((n_series, n_times))
-    n_tasks = task_count(-(-out.shape[0] // TILE))
-    run_tasks(_rows, n_tasks, n_tasks, *kernel_values(values, nodata), out)
+    run_tasks(_rows, task_count(-(-n_series // TILE)), *kernel_values(values, nodata), out)
     return out
 
 
@@ -173,8 +172,7 @@ def finish(series, seasonal, trend, weights, times, period, out_dtype):
     outputs = [np.empty((n_times, n_series), out_dtype) for _ in range(4)]
     slope = np.empty(n_series)
     amplitude = np.empty(n_series)
-    n_tasks = task_count(-(-n_series // TILE))
-    run_tasks(_finish, n_tasks, n_tasks, series, seasonal, trend, weights, *centred_times(times), int(period),
+    run_tasks(_finish, task_count(-(-n_series // TILE)), series, seasonal, trend, weights, *centred_times(times), int(period),
               *outputs, slope, amplitude)
     return outputs, slope, amplitude
 

@@ -220,10 +220,10 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
 
 
 @jit(nogil=True)
-def _lite_kernel(c, values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
+def _lite_kernel(c, n_chunks, values, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
                  max_cap, level, interval, table, table_h, table_p, block, max_m,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
-                 magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale, n_chunks):
+                 magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale):
     """Blocks of pixels: each pixel's preparation; then, pixels in a row with the same
     valid dates (and so ``n`` and ``h``) as one group that records the rows-only part of
     the segments' RSS once and replays it for all at once (:func:`replay_partitions`),
@@ -356,6 +356,6 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
         MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, most_breaks,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
-        out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale, n_chunks,
+        out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale,
     )
     return out

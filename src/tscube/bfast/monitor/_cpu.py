@@ -618,8 +618,8 @@ def _monitor_block(
 
 @jit(nogil=True)
 def _monitor_simd_kernel(
-    chunk, values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist, order,
-    monitor_begin, h, critvals, cusum, block, n_chunks, per_pixel_history, use_pre, Gpre, bpre,
+    chunk, n_chunks, values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, time, first_hist,
+    order, monitor_begin, h, critvals, cusum, block, per_pixel_history, use_pre, Gpre, bpre,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,
@@ -778,9 +778,18 @@ def masked_gram_blas(values, nodata, X, XX, first: int, stop: int, chunk: int = 
     return G, b
 
 
-def _simd_arguments(values, plan: MonitorPlan, first_hist, critvals, outputs, Gpre=None, bpre=None) -> tuple:
-    """The arguments of :func:`_monitor_simd_kernel` after the task index (``Gpre``,
-    ``bpre``: the "blas" formulation's Gram matrices, else none)."""
+def _product_table(X: np.ndarray) -> np.ndarray:
+    """The lower triangles of the outer products ``x_t x_t'`` of the design's rows,
+    ``(T, k(k+1)/2)``: what a masked Gram matrix sums."""
+    low = np.tril_indices(X.shape[1])
+    return np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
+
+
+def _simd_arguments(values, plan: MonitorPlan, first_hist, critvals, outputs, Gpre=None,
+                    bpre=None) -> tuple[int, tuple]:
+    """The number of tasks (chunks of pixel blocks) and the arguments after the task's
+    two of :func:`_monitor_simd_kernel` (``Gpre``, ``bpre``: the "blas" formulation's
+    Gram matrices, else none)."""
     n_dates, n_pixels = values.shape
     S = plan.n_starts
     X = plan.design.matrix
@@ -788,8 +797,7 @@ def _simd_arguments(values, plan: MonitorPlan, first_hist, critvals, outputs, Gp
     levels, all_levels = plan.design.kernel_levels()
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
     monitor_begin = plan.monitor_begin.astype(np.int64)
-    low = np.tril_indices(k)
-    XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
+    XX = _product_table(X)
     basis, ptr, index, value = cached_gram_basis(XX)
     F = np.ascontiguousarray(XX[:, basis])
     Xr = np.zeros((n_dates, -(-k // 8) * 8))  # the design padded for _residuals
@@ -802,9 +810,9 @@ def _simd_arguments(values, plan: MonitorPlan, first_hist, critvals, outputs, Gp
     n_blocks = -(-n_pixels // block)
     n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
     order = np.argsort(monitor_begin, kind="stable").astype(np.int64)
-    return (values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, plan.axis.time, first_hist,
-            order, monitor_begin, plan.h, critvals, plan.cusum, block, n_chunks, per_pixel_history, use_pre, Gpre,
-            bpre, *outputs)
+    return n_chunks, (values, nodata, has_nodata, X, Xr, F, ptr, index, value, levels, all_levels, plan.axis.time,
+                       first_hist, order, monitor_begin, plan.h, critvals, plan.cusum, block, per_pixel_history,
+                       use_pre, Gpre, bpre, *outputs)
 
 
 def _output_arguments(out: dict, process, boundary, want_process: bool) -> tuple:
@@ -821,14 +829,21 @@ def compile_ahead(values: np.ndarray, plan: MonitorPlan) -> bool:
     if (config.CPU_BFAST_GRAM or DEFAULT_GRAM) == "fused" or not values.shape[1]:
         return False
     data_type = _monitor_simd_kernel.typeof_pyval(values)
-    if any(signature[1] == data_type for signature in _monitor_simd_kernel.signatures):
+    if any(signature[2] == data_type for signature in _monitor_simd_kernel.signatures):
         return False  # the cube's type decides the kernel's: compiled here already
-    tiny = empty_outputs(plan.n_starts, 1)  # the kernel's types, not its sizes
+    return compile_elsewhere(_monitor_simd_kernel, _probe_arguments(values, plan))
+
+
+def _probe_arguments(values: np.ndarray, plan: MonitorPlan) -> tuple:
+    """Arguments of :func:`_monitor_simd_kernel` of the types a call on ``values`` passes
+    (its outputs and history starts for one pixel: the types, not the sizes), without
+    selecting the histories."""
+    tiny = empty_outputs(plan.n_starts, 1)
     placeholder = np.empty((1, 1, 1))
     first = np.zeros((plan.n_starts, 1), dtype=np.int64)
-    arguments = _simd_arguments(values[:, :1], plan, first, plan.pixel_critvals(1),
-                                _output_arguments(tiny, placeholder, placeholder, plan.return_process))
-    return compile_elsewhere(_monitor_simd_kernel, (0, values, *arguments[1:]))
+    n_chunks, arguments = _simd_arguments(values[:, :1], plan, first, plan.pixel_critvals(1),
+                                          _output_arguments(tiny, placeholder, placeholder, plan.return_process))
+    return (0, n_chunks, values, *arguments[1:])
 
 
 def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> dict[str, np.ndarray]:
@@ -859,9 +874,8 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         levels, all_levels = plan.design.kernel_levels()
         nodata, has_nodata = kernel_nodata(values, plan.nodata)
         block = int(config.CPU_BLOCK_PIXELS)
-        n_tasks = task_count(-(-n_pixels // block))
         run_tasks(
-            monitor_kernel, n_tasks, n_tasks,
+            monitor_kernel, task_count(-(-n_pixels // block)),
             values, nodata, has_nodata, plan.design.matrix, levels, all_levels, plan.axis.time, first_hist,
             plan.monitor_begin.astype(np.int64), plan.h, critvals, plan.cusum, block, *outputs,
         )
@@ -870,16 +884,15 @@ def run(values: np.ndarray, plan: MonitorPlan, *, gram: str | None = None) -> di
         if gram == "blas" and plan.history in ("all", "fixed"):
             X = plan.design.matrix
             k = X.shape[1]
-            low = np.tril_indices(k)
-            XX = np.ascontiguousarray((X[:, :, None] * X[:, None, :])[:, low[0], low[1]])
+            XX = _product_table(X)
             nodata, has_nodata = kernel_nodata(values, plan.nodata)
             Gpre = np.empty((S, XX.shape[1], n_pixels))
             bpre = np.empty((S, k, n_pixels))
             for s in range(S):
                 Gpre[s], bpre[s] = masked_gram_blas(values, nodata if has_nodata else None, X, XX, plan.history_begin,
                                                     int(plan.monitor_begin[s]))
-        arguments = _simd_arguments(values, plan, first_hist, critvals, outputs, Gpre, bpre)
-        run_tasks(_monitor_simd_kernel, arguments[19], *arguments)  # [19]: n_chunks
+        n_chunks, arguments = _simd_arguments(values, plan, first_hist, critvals, outputs, Gpre, bpre)
+        run_tasks(_monitor_simd_kernel, n_chunks, *arguments)
     if flagged is not None:
         out["status"][(out["status"] == STATUS_OK) & flagged] = np.int8(flag_status(plan.history))
     if plan.return_process:

@@ -97,7 +97,8 @@ def _monitor_one(
 
 @jit(nogil=True, fastmath=CONTRACT)
 def monitor_kernel(
-    task, n_tasks, values, nodata, has_nodata, X, levels, all_levels, time, first_hist, monitor_begin, h, critvals, cusum, block,
+    task, n_tasks, values, nodata, has_nodata, X, levels, all_levels, time, first_hist, monitor_begin, h, critvals,
+    cusum, block,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma, rmse,
     history_start, n_valid, n_history, n_monitor, n_inf,
     process, boundary, want_process,

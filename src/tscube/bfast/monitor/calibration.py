@@ -374,8 +374,7 @@ def pixel_features(values: np.ndarray, nodata, first: np.ndarray, begins: np.nda
     n, m = np.zeros((S, P), np.int64), np.zeros((S, P), np.int64)
     drift, spacing = np.full((S, P), np.nan), np.full((S, P), np.nan)
     nodata_value, has_nodata = kernel_nodata(values, nodata)
-    n_tasks = task_count(-(-values.shape[1] // _FEATURE_BLOCK))
-    run_tasks(_features_kernel, n_tasks, n_tasks, values, nodata_value, has_nodata,
+    run_tasks(_features_kernel, task_count(-(-P // _FEATURE_BLOCK)), values, nodata_value, has_nodata,
               np.ascontiguousarray(first, dtype=np.int64), np.ascontiguousarray(begins, dtype=np.int64),
               np.ascontiguousarray(slots, dtype=np.int64), float(h), bool(cusum), n, m, drift, spacing)
     return n, m, drift, spacing

@@ -233,8 +233,8 @@ def _simulate_paths(seed, first, count, frequency, windows, ends, inv_bound, out
 
 
 @jit(nogil=True)
-def _simulate_stream(c, seed, n_paths, frequency, windows, ends, inv_bound, out):
-    """Stream ``c`` of paths (a task of :func:`tscube._threads.run_tasks`): its
+def _simulate_stream(c, n_streams, seed, n_paths, frequency, windows, ends, inv_bound, out):
+    """Stream ``c`` of the ``n_streams`` (a task of :func:`tscube._threads.run_tasks`): its
     :data:`_PATHS_PER_STREAM` paths from its own seed."""
     w = np.empty(ends[-1])
     first = c * _PATHS_PER_STREAM

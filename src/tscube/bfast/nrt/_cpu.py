@@ -98,7 +98,8 @@ def _residual(y, X, t, coef):
 
 
 @jit(nogil=True)
-def fit_history(task, n_tasks, Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tail, hot, singular, perfect):
+def fit_history(task, n_tasks, Y, X, levels, all_levels, first, stop, fit, h, beta, sigma, tail, hot, singular,
+                perfect):
     """History OLS of every lane with ``fit[p]``: valid rows ``first[p] <= t < stop`` of
     ``Y`` (NaN = missing). Writes the coefficients, sigma, the last ``floor(h n)``
     residuals in date order (``tail``) and their sum, the residual sum (into the record

@@ -183,8 +183,7 @@ def fit_state(values: np.ndarray, dates, start, *, engine: str = "auto", **param
     singular = np.zeros(n_pixels, dtype=np.bool_)
     perfect = np.zeros(n_pixels, dtype=np.bool_)
     levels, all_levels = design.kernel_levels()
-    n_tasks = task_count(n_pixels)
-    run_tasks(fit_history, n_tasks, n_tasks, Y, design.matrix, levels, all_levels,
+    run_tasks(fit_history, task_count(n_pixels), Y, design.matrix, levels, all_levels,
               np.maximum(state["history_begin"], 0), begin, fit, h, state["coefficients"], state["sigma"], state["tail"],
               state["hot"], singular, perfect)
     # pixels without monitoring data: the engine stopped before the checks a fit makes
@@ -253,8 +252,7 @@ def _advance_state(state: dict, Y: np.ndarray, rows: np.ndarray, X: np.ndarray, 
         fresh = residuals[residuals.shape[0] - Y.shape[0]:]
         residuals = residuals[:residuals.shape[0] - Y.shape[0]]
     time, alert_from, out = result if result else (_NO_TIME, 0, None)
-    n_tasks = 1 if serial else task_count(-(-Y.shape[1] // BLOCK))
-    run_tasks(advance, n_tasks, n_tasks, Y, X, rows.astype(np.int64), residuals.shape[0], pixel0, fit_arrays(state),
+    run_tasks(advance, 1 if serial else task_count(-(-Y.shape[1] // BLOCK)), Y, X, rows.astype(np.int64), residuals.shape[0], pixel0, fit_arrays(state),
               CODE_KINDS, monitoring_test(model), residuals, fresh, count_valid, inf_added, state["hot"], time,
               alert_from, _NO_RESULT if out is None else tuple(out[name] for name in RESULT_OUTPUTS))
 
@@ -379,8 +377,7 @@ def state_result(state: dict, model: dict, dates, out: dict | None = None,
         critval = state.get("critval", absent("critval"))
         out["critval"][...] = model["critval"] if is_absent(critval) else critval
     lanes = tuple(out[name] for name in RESULT_OUTPUTS[:13]) + _NO_RESULT[13:]
-    n_tasks = task_count(-(-state["hot"].shape[0] // BLOCK))
-    run_tasks(result_lanes, n_tasks, n_tasks, fit_arrays(state), CODE_KINDS, state["hot"], time, lanes)
+    run_tasks(result_lanes, task_count(-(-state["hot"].shape[0] // BLOCK)), fit_arrays(state), CODE_KINDS, state["hot"], time, lanes)
     return out
 
 

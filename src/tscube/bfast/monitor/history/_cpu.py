@@ -460,7 +460,7 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
 
 
 @jit(nogil=True)
-def _roc_lanes_kernel(c, values, nodata, has_nodata, X, X8, monitor_begin, level, n_chunks, first_hist, flagged):
+def _roc_lanes_kernel(c, n_chunks, values, nodata, has_nodata, X, X8, monitor_begin, level, first_hist, flagged):
     """ROC history selection, chunk ``c`` of ``n_chunks`` (a task of
     :func:`~tscube._threads.run_tasks`): its range of blocks of ``LANES`` pixels streamed
     through private buffers."""
@@ -497,7 +497,7 @@ def _roc_lanes_kernel(c, values, nodata, has_nodata, X, X8, monitor_begin, level
 
 
 @jit(nogil=True)
-def _history_kernel(c, values, nodata, has_nodata, X, monitor_begin, roc_level, block, n_chunks, first_hist, flagged):
+def _history_kernel(c, n_chunks, values, nodata, has_nodata, X, monitor_begin, roc_level, block, first_hist, flagged):
     """History selection one pixel at a time, chunk ``c`` of ``n_chunks``: ROC at level
     ``roc_level`` (designs too wide for the lanes of :func:`_roc_lanes_kernel`), or
     Bai–Perron when ``roc_level`` is None. numba compiles one kernel per type of
@@ -565,13 +565,13 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
         n_blocks = -(-n_pixels // LANES)
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
         run_tasks(_roc_lanes_kernel, n_chunks, values, nodata, has_nodata, X, X8, plan.monitor_begin.astype(np.int64),
-                  plan.level_roc, n_chunks, first, flagged)
+                  plan.level_roc, first, flagged)
         return first, flagged
     block = 16
     n_chunks = memo_chunks(n_pixels, block)
     run_tasks(
         _history_kernel, n_chunks, values, nodata, has_nodata,
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None,
-        block, n_chunks, first, flagged,
+        block, first, flagged,
     )
     return first, flagged
