@@ -1,7 +1,8 @@
 """tscube — per-pixel time-series analysis over satellite image cubes, in parallel.
 
 Main entry points: :func:`bfast_monitor` (change detection, equal to R
-``bfast::bfastmonitor``), :func:`stl` (batched seasonal-trend decomposition),
+``bfast::bfastmonitor``), :func:`bfast_lite` and :func:`bfast_classic` (every break of a
+whole series, R ``bfast::bfastlite`` and ``bfast::bfast``), :func:`stl` (batched seasonal-trend decomposition),
 :mod:`tscube.cluster` (k-means, Gaussian mixtures), :mod:`tscube.io` (GeoTIFF, NetCDF,
 Zarr, STAC catalogs) and :mod:`tscube.datasets` (synthetic cubes and catalogs).
 
@@ -15,7 +16,8 @@ the command line (cli).
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .bfast import BfastLiteResult, BfastLiteStatus, BfastMonitor, BfastMonitorResult, BfastStatus, bfast_lite, bfast_monitor
+from .bfast import (BfastClassicResult, BfastClassicStatus, BfastLiteResult, BfastLiteStatus, BfastMonitor,
+                    BfastMonitorResult, BfastStatus, bfast_classic, bfast_lite, bfast_monitor)
 from .bfast.monitor import plot_pixel
 from .stl import StlResult, StlStatus, stl
 
@@ -24,4 +26,4 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0+unknown"
 
-__all__ = ["__version__", "bfast_monitor", "BfastMonitor", "BfastMonitorResult", "BfastStatus", "bfast_lite", "BfastLiteResult", "BfastLiteStatus", "stl", "StlResult", "StlStatus", "plot_pixel"]
+__all__ = ["__version__", "bfast_monitor", "BfastMonitor", "BfastMonitorResult", "BfastStatus", "bfast_lite", "BfastLiteResult", "BfastLiteStatus", "bfast_classic", "BfastClassicResult", "BfastClassicStatus", "stl", "StlResult", "StlStatus", "plot_pixel"]

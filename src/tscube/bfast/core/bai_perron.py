@@ -31,7 +31,9 @@ def segment_rss_triangle(X: np.ndarray, y: np.ndarray, h: int) -> np.ndarray:
     """``rss[i, j]``: R's RSS of rows ``i..j`` (0-based, inclusive) for every segment of
     at least ``h > k`` rows (NaN elsewhere)."""
     n, k = X.shape
-    yc = y - y.mean()  # centring keeps y'y - b'X'y free of cancellation
+    # centring keeps y'y - b'X'y free of cancellation; it leaves the fits as they are only
+    # where the design holds the constant (an intercept first)
+    yc = y - y.mean() if X[0, 0] != 0 and np.all(X[:, 0] == X[0, 0]) else y
     cxx = np.concatenate([np.zeros((1, k, k)), np.cumsum(X[:, :, None] * X[:, None, :], axis=0)])
     cxy = np.concatenate([np.zeros((1, k)), np.cumsum(X * yc[:, None], axis=0)])
     cyy = np.concatenate([[0.0], np.cumsum(yc * yc)])

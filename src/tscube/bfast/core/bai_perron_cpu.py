@@ -236,14 +236,30 @@ def first_rows_full_rank(X, rows, i, Q, S, L):
 
 
 @jit()
+def _centring(X, rows, n):
+    """Whether y may be centred on its mean: only where the design holds the constant
+    (its first column an intercept), which makes every segment's fit and RSS the same
+    for y and y - mean (a model without one, e.g. classic BFAST's effect-coded
+    seasonal dummies, keeps y as it is)."""
+    first = X[rows[0], 0]
+    if first == 0.0:
+        return False
+    for i in range(1, n):
+        if X[rows[i], 0] != first:
+            return False
+    return True
+
+
+@jit()
 def _prefix_sums(X, rows, y, n, S, U, YY):
     """Cumulative X'X (its lower triangle: all that the Cholesky factors read), X'y and
-    y'y of the compacted rows (y centred on its mean); returns the mean."""
+    y'y of the compacted rows (y centred on its mean where :func:`_centring` allows);
+    returns the mean (0 where not centred)."""
     k = X.shape[1]
     mean = 0.0
     for i in range(n):
         mean += y[i]
-    mean /= n
+    mean = mean / n if _centring(X, rows, n) else 0.0
     for a in range(k):
         U[0, a] = 0.0
         for b in range(a + 1):
@@ -647,8 +663,9 @@ def _prefix_sums_lanes(X, rows, Y, group, n, U, YY, centred, mean):
         for g in range(G):
             centred[pos, g] = Y[group[g], pos]
             mean[g] += centred[pos, g]
+    centre = _centring(X, rows, n)
     for g in range(G):
-        mean[g] /= n
+        mean[g] = mean[g] / n if centre else 0.0
         YY[0, g] = 0.0
     for a in range(k):
         for g in range(G):

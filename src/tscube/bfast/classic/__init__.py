@@ -1,0 +1,17 @@
+"""Classic BFAST: iterative trend and seasonal breaks of each pixel's whole series, equal
+to R ``bfast::bfast``.
+
+``api`` holds the public function, which hands NumPy data to ``_array`` (the plan of
+:mod:`.plan`, the STL start of :mod:`.start`, one of the engines ``_reference``,
+``_cpu``) and an ``xarray.DataArray`` to ``_xarray``; :mod:`.pretest` and :mod:`.confint`
+are R's pre-tests and breakpoint intervals, shared by the engines; :mod:`.result` and
+:mod:`.status` say what comes out; ``_maps`` and ``_pixel_plot`` draw it. The Bai–Perron
+programme is :mod:`tscube.bfast.core`'s, as BFAST Lite's.
+"""
+
+from ._array import ENGINES, bfast_classic_array
+from .api import bfast_classic
+from .result import BfastClassicResult
+from .status import BfastClassicStatus
+
+__all__ = ["bfast_classic", "bfast_classic_array", "BfastClassicResult", "BfastClassicStatus", "ENGINES"]

@@ -1,0 +1,81 @@
+"""The pre-tests of ``bfast()``: ``sctest(efp(model, h, type))``'s p-value from the OLS
+residuals of a component's model, shared by every engine (strucchange ``efp``,
+``sctest.efp``, ``pvalue.efp``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..._jit import jit
+from ..core.inputs import PERFECT_FIT_RTOL
+
+#: ``type`` codes of the kernels (:data:`tscube.bfast.classic.plan.TEST_TYPES` order).
+OLS_MOSUM, OLS_CUSUM = 0, 1
+
+
+@jit()
+def _cusum_pvalue(statistic):
+    """``pvalue.efp`` of the sup of a Brownian bridge (one process column): R's 100-term
+    series ``1 - (1 + 2 sum (-1)^i exp(-2 i^2 x^2))``, 1 below 0.1."""
+    if statistic < 0.1:
+        return 1.0
+    total = 0.0
+    for i in range(1, 101):
+        total += math.exp(-2.0 * (i * i) * (statistic * statistic)) * (-1.0 if i % 2 else 1.0)
+    return 1.0 - (1.0 + 2.0 * total)
+
+
+@jit()
+def _mosum_pvalue(statistic, h, table, table_h, table_p):
+    """``pvalue.efp`` of an OLS-MOSUM statistic (one process column): strucchange's table
+    interpolated in ``h`` (clamped to 0.05..0.5), then in the statistic."""
+    h = min(max(h, table_h[0]), table_h[-1])
+    crit = np.empty(table.shape[1] + 1)
+    p = np.empty(table.shape[1] + 1)
+    crit[0] = 0.0
+    p[0] = 1.0
+    for c in range(table.shape[1]):
+        crit[c + 1] = np.interp(h, table_h, table[:, c])
+        p[c + 1] = table_p[c]
+    return np.interp(statistic, crit, p)
+
+
+@jit()
+def pretest_pvalue(e, n, k, y_scale, h, test, table, table_h, table_p):
+    """p-value of the pre-test of residuals ``e[:n]`` of an OLS fit with ``k`` kept
+    columns; NaN when the fit is exact (residuals at the rounding level of ``y_scale``,
+    the series' largest magnitude: R's process is then 0 / 0 and R stops)."""
+    mean = 0.0
+    rss = 0.0
+    for i in range(n):
+        mean += e[i]
+        rss += e[i] * e[i]
+    if not math.sqrt(rss / (n - k)) > PERFECT_FIT_RTOL * y_scale:
+        return math.nan
+    mean /= n
+    ss = 0.0
+    for i in range(n):
+        ss += (e[i] - mean) ** 2
+    sigma = math.sqrt(ss / (n - 1)) * math.sqrt((n - 1) / (n - k))  # R's sdev(e, df)
+    scale = sigma * math.sqrt(n)
+    statistic = 0.0
+    if test == OLS_CUSUM:
+        cum = 0.0
+        for i in range(n):
+            cum += e[i]
+            statistic = max(statistic, abs(cum / scale))
+        return _cusum_pvalue(statistic)
+    # R's windows: differences of the cumulative sums cum[i + nh] - cum[i]
+    nh = int(math.floor(n * h))
+    lead = 0.0
+    for i in range(nh):
+        lead += e[i]
+    lag = 0.0
+    statistic = abs(lead / scale)
+    for i in range(nh, n):
+        lead += e[i]
+        lag += e[i - nh]
+        statistic = max(statistic, abs((lead - lag) / scale))
+    return _mosum_pvalue(statistic, h, table, table_h, table_p)
