@@ -1,29 +1,38 @@
-"""cpu engine of classic BFAST: one numba kernel, pixels in parallel, each pixel's
-iterations until it converges.
+"""cpu engine of classic BFAST: one numba kernel, blocks of pixels in parallel, each
+pixel iterating until it converges.
 
-Per pixel, the steps of the reference (:mod:`tscube.bfast.classic._reference`) with
-per-thread buffers: the valid observations compacted; per iteration the trend step and
-the seasonal step, each an OLS fit and pre-test, the Bai–Perron programme of
-:mod:`tscube.bfast.core.bai_perron_cpu` (BFAST Lite's and ``history="BP"``'s) with BIC,
-the segment fits and R's intervals (:mod:`.confint`); then the magnitudes. Every pixel
-with the same valid dates (a gap-free cube: all of them) has the same designs, so each
-design keeps a triangle memo per thread: the rows-only part of its segments' RSS is
-recorded once and replayed for every later pixel and iteration at O(k) per update. The
-periodic STL start comes from the batched :func:`tscube.stl` before the kernel.
+Per pixel, the steps of the reference (:mod:`tscube.bfast.classic._reference`); the
+pixels of a block go through the iterations together, so that every component step
+runs the Bai–Perron programmes of all its pixels with the same valid dates at once (a
+gap-free cube: the whole block), the pixels as SIMD lanes:
+
+* the trend (``Vt ~ ti``) and the harmonic seasonal model: the segments' RSS of
+  :mod:`tscube.bfast.core.bai_perron_cpu` (BFAST Lite's and ``history="BP"``'s), recorded
+  once per design and thread for the rows (:func:`replay_partitions`), every later pixel
+  and iteration replaying it at O(k) per update;
+* the effect-coded seasonal dummies (``freq - 1`` columns, R's recursion from k rows,
+  which cost O(k^2) per update) on gap-free pixels: least squares in closed form, the
+  seasons' running means (:func:`dummy_partitions`), O(1) per update; its fits and the
+  pre-test's as well (:func:`_dummy_fit`). Pixels with gaps take R's recursion.
+
+Then per pixel the number of breaks by BIC, the segment fits and R's intervals
+(:mod:`.confint`), and at the end the magnitudes. The periodic STL start comes from the
+batched :func:`tscube.stl` before the kernel.
 """
 
 from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from ..._jit import jit
-from ..._threads import run_tasks, task_count
-from ..core.bai_perron_cpu import breaks_of, minus_2_loglik, optimal_partitions, qr_fit_in_order, triangle_memo
+from ..._threads import run_tasks
+from ..core.bai_perron_cpu import (breaks_of, dummy_partitions, memo_chunks, memo_holds_room, memo_recorded,
+                                   minus_2_loglik, optimal_partitions, qr_fit_in_order, replay_partitions,
+                                   replay_scratch, triangle_memo)
 from ..core.inputs import invalid_mask, kernel_nodata
-from ..core.series_cpu import compact_valid
+from ..core.series_cpu import compact_valid, load_tile, tile_buffer
 from ..lite.plan import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from .confint import break_interval
 from .plan import TEST_TYPES, ClassicPlan
@@ -38,15 +47,17 @@ _SEGMENT_TOO_SHORT = int(BfastClassicStatus.SEGMENT_TOO_SHORT)
 _PERFECT_FIT = int(BfastClassicStatus.PERFECT_FIT)
 _OVERFLOW = int(BfastClassicStatus.OVERFLOW)
 
+#: Pixels per block: the widest group that runs its programmes as lanes at once.
+_BLOCK = 32
+
 
 @jit()
-def _scratch(n_times, k, max_m):
-    """One design's per-thread buffers: QR and update scratch, prefix sums, the
-    programme (one lane), segment coefficients, and the triangle memo."""
+def _design_scratch(n_times, k, max_m, lanes):
+    """One design's per-thread buffers: QR and update scratch, prefix sums, segment
+    coefficients, the triangle memo and the replay scratch for ``lanes`` pixels."""
     return (np.empty((k, n_times)), np.empty((k, k)), np.empty(k, dtype=np.int64), np.empty(k), np.empty((k, k)),
             np.empty(k), np.empty((n_times + 1, k, k)), np.empty((n_times + 1, k)), np.empty(n_times + 1),
-            np.empty((max_m + 1, n_times, 1)), np.empty((max_m + 1, n_times, 1), dtype=np.int64),
-            np.empty((max_m + 1, k)), triangle_memo(n_times, k))
+            np.empty((max_m + 1, k)), triangle_memo(n_times, k), replay_scratch(n_times, k, lanes))
 
 
 @jit()
@@ -61,6 +72,31 @@ def _residuals(X, rows, y, n, beta, e):
 
 
 @jit()
+def _dummy_fit(cycle, n_seasons, y, first, stop, counts, gamma, e, fitted):
+    """Least squares of the gap-free rows ``first..stop-1`` on the effect-coded seasonal
+    dummies (every season present): the season means shifted so that the effects sum
+    to zero (:func:`dummy_partitions`). ``gamma[s]``: the fitted value of season ``s``."""
+    for s in range(n_seasons):
+        counts[s] = 0
+        gamma[s] = 0.0
+    for i in range(first, stop):
+        counts[cycle[i]] += 1
+        gamma[cycle[i]] += y[i]
+    total = 0.0
+    inverse_sum = 0.0
+    for s in range(n_seasons):
+        gamma[s] /= counts[s]
+        total += gamma[s]
+        inverse_sum += 1.0 / counts[s]
+    shift = total / inverse_sum
+    for s in range(n_seasons):
+        gamma[s] -= shift / counts[s]
+    for i in range(first, stop):
+        fitted[i] = gamma[cycle[i]]
+        e[i] = y[i] - fitted[i]
+
+
+@jit()
 def _mean_square_change(X, rows, first, stop, before, after):
     """``delta' Q delta`` of rows ``first..stop-1``: the mean square of the difference of
     two segment fits there (``delta = after - before``, ``Q = X'X / n_s``)."""
@@ -70,6 +106,16 @@ def _mean_square_change(X, rows, first, stop, before, after):
         d = 0.0
         for a in range(k):
             d += X[rows[i], a] * (after[a] - before[a])
+        total += d * d
+    return total / (stop - first)
+
+
+@jit()
+def _mean_square_change_dummy(cycle, first, stop, before, after):
+    """:func:`_mean_square_change` of the dummy model from the seasons' fitted values."""
+    total = 0.0
+    for i in range(first, stop):
+        d = after[cycle[i]] - before[cycle[i]]
         total += d * d
     return total / (stop - first)
 
@@ -109,78 +155,127 @@ def _joint_harmonic_fit(Xh, rows, y, n, breaks, m, ones, w, Q, R, idx, beta, P, 
 
 
 @jit()
-def _component(X, rows, y, n, h_frac, level, asked, test, table, table_h, table_p, scratch, w, e,
-               breaks, confint, fitted, Xh, ones):
-    """One component's step (reference ``component_step``): returns ``(m, p)``, the
-    number of breaks (into ``breaks``, intervals into ``confint``, the fitted component
-    into ``fitted``) and the pre-test's p-value, or ``(-status, p)`` where R stops.
-    ``Xh``: the harmonic columns of a model with a shared intercept (None: segment-wise
-    fits)."""
-    Q, R, idx, beta, P, Px, S, U, YY, best, arg, seg_beta, memo = scratch
+def _fit_segments(X, cycle, Xh, rows, y, n, breaks, m, scratch, e, gamma, seg_gamma, counts, ones, w, confint,
+                  fitted):
+    """The fits of a component with ``m >= 1`` breaks into ``fitted`` and R's interval of
+    each break into ``confint`` (``cycle``: the gap-free dummy model in closed form;
+    ``Xh``: the harmonic columns of a model whose segments share the intercept)."""
+    Q, R, idx, beta, P, Px, S, U, YY, seg_beta, memo, replay = scratch
     k = X.shape[1]
-    kept = qr_fit_in_order(X, rows, y, 0, 1, n, Q, R, idx, beta, P)
-    _residuals(X, rows, y, n, beta, e)
-    y_scale = 0.0
-    for i in range(n):
-        y_scale = max(y_scale, abs(y[i]))
-    p = pretest_pvalue(e, n, kept, y_scale, h_frac, test, table, table_h, table_p)
-    if math.isnan(p):
-        return -_PERFECT_FIT, p
-    m = 0
-    if p <= level:
-        h = int(math.floor(n * h_frac))
-        if h <= k:
-            return -_SEGMENT_TOO_SHORT, p
-        M = -(-n // h) - 2
-        if asked >= 0:
-            M = min(asked, M)
-        optimal_partitions(X, rows, y, n, h, M, best, arg, 0, w, Q, R, idx, beta, P, Px, S, U, YY, memo)
-        if asked >= 0:
-            m = M
-        else:
-            penalty = math.log(n) * (k + 1)
-            best_bic = math.inf
-            for j in range(M + 1):
-                bic = minus_2_loglik(best[j, n - 1, 0], n) + penalty * (j + 1)
-                if bic < best_bic:
-                    best_bic = bic
-                    m = j
-            m = max(m, 1)  # R: breakpoints(bp, breaks = NULL) takes length(NA) = 1 break
-        breaks_of(arg, m, n, breaks)
-    if m == 0:
-        for i in range(n):
-            fitted[i] = y[i] - e[i]
-        return 0, p
     rss = 0.0
     for s in range(m + 1):
         first = 0 if s == 0 else breaks[s - 1] + 1
         stop = n if s == m else breaks[s] + 1
-        qr_fit_in_order(X, rows, y, first, 1, stop - first, Q, R, idx, beta, P)
-        for a in range(k):
-            seg_beta[s, a] = beta[a]
-        _residuals(X, rows[first:], y[first:], stop - first, beta, e[first:])
+        if cycle is not None:
+            _dummy_fit(cycle, seg_gamma.shape[1], y, first, stop, counts, seg_gamma[s], e, fitted)
+        else:
+            qr_fit_in_order(X, rows, y, first, 1, stop - first, Q, R, idx, beta, P)
+            for a in range(k):
+                seg_beta[s, a] = beta[a]
+            _residuals(X, rows[first:], y[first:], stop - first, beta, e[first:])
+            for i in range(first, stop):
+                fitted[i] = y[i] - e[i]
         for i in range(first, stop):
-            fitted[i] = y[i] - e[i]
             rss += e[i] * e[i]
     for r in range(m):
         first = 0 if r == 0 else breaks[r - 1] + 1
         stop = n if r + 1 == m else breaks[r + 1] + 1
-        q1 = _mean_square_change(X, rows, first, breaks[r] + 1, seg_beta[r], seg_beta[r + 1])
-        q2 = _mean_square_change(X, rows, breaks[r] + 1, stop, seg_beta[r], seg_beta[r + 1])
+        if cycle is not None:
+            q1 = _mean_square_change_dummy(cycle, first, breaks[r] + 1, seg_gamma[r], seg_gamma[r + 1])
+            q2 = _mean_square_change_dummy(cycle, breaks[r] + 1, stop, seg_gamma[r], seg_gamma[r + 1])
+        else:
+            q1 = _mean_square_change(X, rows, first, breaks[r] + 1, seg_beta[r], seg_beta[r + 1])
+            q2 = _mean_square_change(X, rows, breaks[r] + 1, stop, seg_beta[r], seg_beta[r + 1])
         break_interval(breaks[r], rss / n, q1, q2, confint[r])
     if Xh is not None:
         _joint_harmonic_fit(Xh, rows, y, n, breaks, m, ones, w, Q, R, idx, beta, P, fitted)
-    return m, p
 
 
 @jit()
-def _full_position(rows, n, index):
-    """A 0-based position on the valid observations on the full series (beyond the
-    data: extended from the first or last valid date); NaN stays NaN."""
-    if index != index:
-        return index
-    inside = min(max(int(index), 0), n - 1)
-    return rows[inside] + (index - inside)
+def _block_step(X, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac, level, asked, test, table,
+                table_h, table_p, scratch, best, arg, buffers, breaks, confint, fitted, m_out, p_out):
+    """One component's step (reference ``component_step``) for the active pixels of a
+    block: per pixel the no-break fit and pre-test; the Bai–Perron programmes of the
+    pixels that need them, those with the same valid dates together as lanes; per pixel
+    the number of breaks, the fits and intervals. ``m_out[g]``: the breaks found, or
+    ``-status`` where R stops. ``cycle``: the dummy model's seasons (its gap-free pixels
+    in closed form), else None; ``Xh`` as :func:`_fit_segments`."""
+    Q, R, idx, beta, P, Px, S, U, YY, seg_beta, memo, replay = scratch
+    e, w, ones, counts, gamma, seg_gamma, means, seg, group, need = buffers
+    k = X.shape[1]
+    for g in range(width):
+        need[g] = False
+        if not active[g]:
+            continue
+        n = n_obs[g]
+        y = comp[g]
+        if cycle is not None and gap_free[g]:
+            _dummy_fit(cycle, gamma.shape[0], y, 0, n, counts, gamma, e, fitted[g])
+            kept = k
+        else:
+            kept = qr_fit_in_order(X, rows[g], y, 0, 1, n, Q, R, idx, beta, P)
+            _residuals(X, rows[g], y, n, beta, e)
+            for i in range(n):
+                fitted[g, i] = y[i] - e[i]
+        y_scale = 0.0
+        for i in range(n):
+            y_scale = max(y_scale, abs(y[i]))
+        p = pretest_pvalue(e, n, kept, y_scale, h_frac, test, table, table_h, table_p)
+        p_out[g] = p
+        m_out[g] = 0
+        if math.isnan(p):
+            m_out[g] = -_PERFECT_FIT
+        elif p <= level:
+            if int(math.floor(n * h_frac)) <= k:
+                m_out[g] = -_SEGMENT_TOO_SHORT
+            else:
+                need[g] = True
+    for q in range(width):
+        if not need[q]:
+            continue
+        n = n_obs[q]
+        h = int(math.floor(n * h_frac))
+        M = -(-n // h) - 2
+        if asked >= 0:
+            M = min(asked, M)
+        size = 0  # the group: every pixel from q on with the same valid dates
+        for g in range(q, width):
+            if need[g] and n_obs[g] == n and (gap_free[g] and gap_free[q] or g == q):
+                group[size] = g
+                size += 1
+                need[g] = False
+        if cycle is not None and gap_free[q]:
+            dummy_partitions(cycle, gamma.shape[0], comp, group[:size], n, h, M, best, arg, 0, counts, means, seg)
+        else:
+            first = 0  # the group's pixels from here on replay the memo
+            if not memo_recorded(memo, rows[q], n, h):
+                shared = size > 1 and memo_holds_room(memo, n)
+                first = 1 if shared else size
+                for gi in range(first):
+                    r = group[gi]
+                    optimal_partitions(X, rows[r], comp[r], n, h, M, best, arg, gi, w, Q, R, idx, beta, P, Px, S, U,
+                                       YY, memo, shared)
+            if first < size:
+                replay_partitions(X, rows[q], comp, group[first:size], n, h, M, best, arg, first, memo, replay, beta,
+                                  P, Px, Q, R, idx, w)
+        for gi in range(size):
+            g = group[gi]
+            if asked >= 0:
+                m = M
+            else:
+                m = 0
+                penalty = math.log(n) * (k + 1)
+                best_bic = math.inf
+                for j in range(M + 1):
+                    bic = minus_2_loglik(best[j, n - 1, gi], n) + penalty * (j + 1)
+                    if bic < best_bic:
+                        best_bic = bic
+                        m = j
+                m = max(m, 1)  # R: breakpoints(bp, breaks = NULL) takes length(NA) = 1 break
+            breaks_of(arg, m, n, breaks[g], gi)
+            m_out[g] = m
+            _fit_segments(X, cycle if gap_free[g] else None, Xh, rows[g], comp[g], n, breaks[g], m, scratch, e,
+                          gamma, seg_gamma, counts, ones, w, confint[g], fitted[g])
 
 
 @jit()
@@ -193,126 +288,186 @@ def _same_breaks(a, m_a, b, m_b):
     return True
 
 
+@jit()
+def _full_position(rows, n, index):
+    """A 0-based position on the valid observations on the full series (beyond the
+    data: extended from the first or last valid date); NaN stays NaN."""
+    if index != index:
+        return index
+    inside = min(max(int(index), 0), n - 1)
+    return rows[inside] + (index - inside)
+
+
 @jit(nogil=True)
-def _classic_kernel(task, n_tasks, values, nodata, has_nodata, start, Xt, Xs, Xh, h_frac, level_t, level_s,
-                    asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m,
+def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, cycle, h_frac, level_t, level_s,
+                    asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m, block,
                     status, n_iter, magnitude, magnitude_index, magnitudes, trend_out, seasonal_out, remainder_out,
                     n_trend, trend_index, trend_ci, trend_p, n_season, season_index, season_ci, season_p,
                     iter_trend, iter_season):
-    """Pixels ``task``/``n_tasks`` of the cube (a task of :func:`tscube._threads.run_tasks`).
+    """Chunk ``c`` of ``n_chunks`` of consecutive blocks of ``block`` pixels (a task of
+    :func:`tscube._threads.run_tasks`; one triangle memo per design and chunk).
 
     ``values`` (T, P) any numeric dtype; ``start`` (T, P) the STL start's seasonal;
     ``status`` holds the start's verdict on entry. ``Xt``, ``Xs``: the trend and seasonal
-    designs (``Xs`` None: no seasonal model); ``Xh``: the harmonic columns of ``Xs``
-    when its segments share the intercept, else None. ``asked_*``: breaks asked for (-1:
-    BIC); ``test``: :data:`TEST_TYPES` index. Outputs as :func:`empty_classic_outputs`."""
+    designs (``Xs`` None: no seasonal model); ``Xh``: the harmonic columns of ``Xs`` when
+    its segments share the intercept, else None; ``cycle``: each date's season for the
+    dummy model, else None. ``asked_*``: breaks asked for (-1: BIC); ``test``: the
+    :data:`TEST_TYPES` index. Outputs as :func:`empty_classic_outputs`."""
     T, P = values.shape
     seasonal_model = Xs is not None
-    ks = Xs.shape[1] if seasonal_model else 1
-    trend_scratch = _scratch(T, Xt.shape[1], max_m)
-    season_scratch = _scratch(T, ks, max_m)
-    series = np.empty(T)
-    rows = np.empty(T, dtype=np.int64)
-    y = np.empty(T)
-    comp = np.empty(T)
-    w = np.empty(T)
-    e = np.empty(T)
-    ones = np.ones(T)
-    trend = np.empty(T)
-    seasonal = np.empty(T)
-    tb = np.empty(T, dtype=np.int64)
-    sb = np.empty(T, dtype=np.int64)
-    prev_tb = np.empty(T, dtype=np.int64)
-    prev_sb = np.empty(T, dtype=np.int64)
-    tci = np.empty((T, 2))
-    sci = np.empty((T, 2))
-    for p in range(task * P // n_tasks, (task + 1) * P // n_tasks):
-        if status[p] != _OK:
-            continue
-        for t in range(T):
-            series[t] = np.float64(values[t, p])
-        n = compact_valid(series, T, nodata, has_nodata, rows, y)
-        too_large = False
-        for i in range(n):
-            too_large |= abs(y[i]) > OVERFLOW_VALUE
-        if too_large:
-            status[p] = _OVERFLOW
-            continue
-        for i in range(n):
-            seasonal[i] = start[rows[i], p] if seasonal_model else 0.0
-        m_t = m_s = 0
-        prev_mt = prev_ms = 0
-        p_t = p_s = math.nan
-        failed = 0
-        converged = False
-        it = 0
-        while it < max_iter:
+    n_seasons = Xs.shape[1] + 1 if seasonal_model else 1
+    t_scratch = _design_scratch(T, Xt.shape[1], max_m, block)
+    s_scratch = _design_scratch(T, Xs.shape[1] if seasonal_model else 1, max_m, block)
+    buffers = (np.empty(T), np.empty(T), np.ones(T), np.empty(n_seasons, dtype=np.int64), np.empty(n_seasons),
+               np.empty((max_m + 1, n_seasons)), np.empty((n_seasons, block)), np.empty((T, block)),
+               np.empty(block, dtype=np.int64), np.zeros(block, dtype=np.bool_))
+    best = np.empty((max_m + 1, T, block))
+    arg = np.empty((max_m + 1, T, block), dtype=np.int64)
+    tile = tile_buffer(block, T)
+    start_tile = tile_buffer(block, T)
+    rows = np.empty((block, T), dtype=np.int64)
+    y = np.empty((block, T))
+    comp = np.empty((block, T))
+    trend = np.empty((block, T))
+    seasonal = np.empty((block, T))
+    tb = np.empty((block, T), dtype=np.int64)
+    sb = np.empty((block, T), dtype=np.int64)
+    prev_tb = np.empty((block, T), dtype=np.int64)
+    prev_sb = np.empty((block, T), dtype=np.int64)
+    tci = np.empty((block, T, 2))
+    sci = np.empty((block, T, 2))
+    n_obs = np.empty(block, dtype=np.int64)
+    gap_free = np.empty(block, dtype=np.bool_)
+    active = np.empty(block, dtype=np.bool_)
+    converged = np.empty(block, dtype=np.bool_)
+    m_t = np.zeros(block, dtype=np.int64)
+    m_s = np.zeros(block, dtype=np.int64)
+    prev_mt = np.empty(block, dtype=np.int64)
+    prev_ms = np.empty(block, dtype=np.int64)
+    p_t = np.empty(block)
+    p_s = np.empty(block)
+    failed = np.empty(block, dtype=np.int64)
+    iters = np.empty(block, dtype=np.int64)
+    n_blocks = (P + block - 1) // block
+    for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
+        p0 = ib * block
+        width = min(P, p0 + block) - p0
+        load_tile(values, p0, width, T, tile)
+        load_tile(start, p0, width, T, start_tile)
+        any_active = False
+        for g in range(width):
+            active[g] = False
+            converged[g] = False
+            failed[g] = 0
+            iters[g] = 0
+            prev_mt[g] = 0
+            prev_ms[g] = 0
+            m_t[g] = 0
+            m_s[g] = 0
+            p_s[g] = math.nan
+            if status[p0 + g] != _OK:
+                continue
+            n = compact_valid(tile[g], T, nodata, has_nodata, rows[g], y[g])
+            n_obs[g] = n
+            gap_free[g] = n == T
+            too_large = False
             for i in range(n):
-                comp[i] = y[i] - seasonal[i]
-            m_t, p_t = _component(Xt, rows, comp, n, h_frac, level_t, asked_t, test, table, table_h, table_p,
-                                  trend_scratch, w, e, tb, tci, trend, None, ones)
-            if m_t < 0:
-                failed = -m_t
-                break
+                too_large |= abs(y[g, i]) > OVERFLOW_VALUE
+                seasonal[g, i] = start_tile[g, rows[g, i]] if seasonal_model else 0.0
+            if too_large:
+                status[p0 + g] = _OVERFLOW
+                continue
+            active[g] = True
+            any_active = True
+        it = 0
+        while any_active and it < max_iter:
+            for g in range(width):
+                if active[g]:
+                    for i in range(n_obs[g]):
+                        comp[g, i] = y[g, i] - seasonal[g, i]
+            _block_step(Xt, None, None, rows, comp, n_obs, gap_free, active, width, h_frac, level_t, asked_t, test,
+                        table, table_h, table_p, t_scratch, best, arg, buffers, tb, tci, trend, m_t, p_t)
+            for g in range(width):
+                if active[g] and m_t[g] < 0:
+                    failed[g] = -m_t[g]
+                    active[g] = False
             if seasonal_model:
-                for i in range(n):
-                    comp[i] = y[i] - trend[i]
-                m_s, p_s = _component(Xs, rows, comp, n, h_frac, level_s, asked_s, test, table, table_h, table_p,
-                                      season_scratch, w, e, sb, sci, seasonal, Xh, ones)
-                if m_s < 0:
-                    failed = -m_s
-                    break
-            if it < iter_trend.shape[0]:
-                for j in range(m_t):
-                    iter_trend[it, j, p] = rows[tb[j]]
-                for j in range(m_s):
-                    iter_season[it, j, p] = rows[sb[j]]
+                for g in range(width):
+                    if active[g]:
+                        for i in range(n_obs[g]):
+                            comp[g, i] = y[g, i] - trend[g, i]
+                _block_step(Xs, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac, level_s, asked_s,
+                            test, table, table_h, table_p, s_scratch, best, arg, buffers, sb, sci, seasonal, m_s, p_s)
+                for g in range(width):
+                    if active[g] and m_s[g] < 0:
+                        failed[g] = -m_s[g]
+                        active[g] = False
+            any_active = False
+            for g in range(width):
+                if not active[g]:
+                    continue
+                p = p0 + g
+                if it < iter_trend.shape[0]:
+                    for j in range(m_t[g]):
+                        iter_trend[it, j, p] = rows[g, tb[g, j]]
+                    for j in range(m_s[g]):
+                        iter_season[it, j, p] = rows[g, sb[g, j]]
+                iters[g] = it + 1
+                if (_same_breaks(tb[g], m_t[g], prev_tb[g], prev_mt[g])
+                        and _same_breaks(sb[g], m_s[g], prev_sb[g], prev_ms[g])):
+                    converged[g] = True
+                    active[g] = False
+                    continue
+                for j in range(m_t[g]):
+                    prev_tb[g, j] = tb[g, j]
+                for j in range(m_s[g]):
+                    prev_sb[g, j] = sb[g, j]
+                prev_mt[g] = m_t[g]
+                prev_ms[g] = m_s[g]
+                any_active = True
             it += 1
-            if _same_breaks(tb, m_t, prev_tb, prev_mt) and _same_breaks(sb, m_s, prev_sb, prev_ms):
-                converged = True
-                break
-            for j in range(m_t):
-                prev_tb[j] = tb[j]
-            for j in range(m_s):
-                prev_sb[j] = sb[j]
-            prev_mt = m_t
-            prev_ms = m_s
-        n_iter[p] = it
-        if failed:
-            status[p] = failed
-            for j in range(iter_trend.shape[0]):  # R returns nothing
-                for b in range(iter_trend.shape[1]):
-                    iter_trend[j, b, p] = -1
-                    iter_season[j, b, p] = -1
-            continue
-        status[p] = _OK if converged else _MAX_ITER
-        n_trend[p] = m_t
-        n_season[p] = m_s
-        trend_p[p] = p_t
-        season_p[p] = p_s if seasonal_model else math.nan
-        largest = -1
-        for j in range(m_t):
-            b = tb[j]
-            trend_index[j, p] = rows[b]
-            for c in range(2):
-                trend_ci[j, p, c] = _full_position(rows, n, tci[j, c])
-            before = trend[b]
-            after = trend[b + 1]
-            magnitudes[j, p, 0] = before
-            magnitudes[j, p, 1] = after
-            magnitudes[j, p, 2] = after - before
-            if largest < 0 or abs(after - before) > abs(magnitudes[largest, p, 2]):
-                largest = j
-        for j in range(m_s):
-            season_index[j, p] = rows[sb[j]]
-            for c in range(2):
-                season_ci[j, p, c] = _full_position(rows, n, sci[j, c])
-        magnitude[p] = magnitudes[largest, p, 2] if largest >= 0 else 0.0
-        magnitude_index[p] = trend_index[largest, p] if largest >= 0 else -1
-        for i in range(n):
-            trend_out[rows[i], p] = trend[i]
-            seasonal_out[rows[i], p] = seasonal[i]
-            remainder_out[rows[i], p] = y[i] - trend[i] - seasonal[i]
+        for g in range(width):
+            p = p0 + g
+            if status[p] != _OK:
+                continue
+            n_iter[p] = iters[g]
+            if failed[g]:
+                status[p] = failed[g]
+                for j in range(iter_trend.shape[0]):  # R returns nothing
+                    for b in range(iter_trend.shape[1]):
+                        iter_trend[j, b, p] = -1
+                        iter_season[j, b, p] = -1
+                continue
+            n = n_obs[g]
+            status[p] = _OK if converged[g] else _MAX_ITER
+            n_trend[p] = m_t[g]
+            n_season[p] = m_s[g]
+            trend_p[p] = p_t[g]
+            season_p[p] = p_s[g]
+            largest = -1
+            for j in range(m_t[g]):
+                b = tb[g, j]
+                trend_index[j, p] = rows[g, b]
+                for a in range(2):
+                    trend_ci[j, p, a] = _full_position(rows[g], n, tci[g, j, a])
+                before = trend[g, b]
+                after = trend[g, b + 1]
+                magnitudes[j, p, 0] = before
+                magnitudes[j, p, 1] = after
+                magnitudes[j, p, 2] = after - before
+                if largest < 0 or abs(after - before) > abs(magnitudes[largest, p, 2]):
+                    largest = j
+            for j in range(m_s[g]):
+                season_index[j, p] = rows[g, sb[g, j]]
+                for a in range(2):
+                    season_ci[j, p, a] = _full_position(rows[g], n, sci[g, j, a])
+            magnitude[p] = magnitudes[largest, p, 2] if largest >= 0 else 0.0
+            magnitude_index[p] = trend_index[largest, p] if largest >= 0 else -1
+            for i in range(n):
+                t = rows[g, i]
+                trend_out[t, p] = trend[g, i]
+                seasonal_out[t, p] = seasonal[g, i]
+                remainder_out[t, p] = y[g, i] - trend[g, i] - seasonal[g, i]
 
 
 def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict[str, np.ndarray]:
@@ -326,15 +481,19 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
     season_design = plan.season_design
     harmonic_columns = np.ascontiguousarray(season_design[:, 1:]) if plan.season_intercept else None
+    cycle = plan.season_cycle if plan.season == "dummy" else None
     iter_shape = (0, max(plan.break_slots, 1), n_pixels)
     iter_trend = out.get("iter_trend_break_index", np.empty(iter_shape, np.int64))
     iter_season = out.get("iter_season_break_index", np.empty(iter_shape, np.int64))
     asked = [-1 if b is None else b for b in plan.breaks]
+    max_m = max(plan.break_slots, 1)
+    # the programmes of a block: (max_m + 1, T) floats and ints per pixel, 32 MiB at most
+    block = max(1, min(_BLOCK, (32 << 20) // (16 * (max_m + 1) * n_times + 1)))
     run_tasks(
-        _classic_kernel, task_count(n_pixels),
-        values, nodata, has_nodata, start, plan.trend_design, season_design, harmonic_columns, plan.h,
+        _classic_kernel, memo_chunks(n_pixels, block),
+        values, nodata, has_nodata, start, plan.trend_design, season_design, harmonic_columns, cycle, plan.h,
         plan.level[0], plan.level[1], asked[0], asked[1], TEST_TYPES.index(plan.test), plan.max_iter,
-        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, max(plan.break_slots, 1),
+        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, max_m, block,
         out["status"], out["n_iter"], out["magnitude"], out["magnitude_index"], out["magnitudes"], out["trend"],
         out["seasonal"], out["remainder"], out["n_trend_breaks"], out["trend_break_index"], out["trend_confint"],
         out["trend_pretest_p"], out["n_season_breaks"], out["season_break_index"], out["season_confint"],

@@ -53,6 +53,11 @@ class ClassicPlan:
         return self.axis.freq
 
     @property
+    def season_cycle(self) -> np.ndarray:
+        """Each date's season, 0-based (R's ``cycle(Yt) - 1``): the dummy model's levels."""
+        return season_cycle(self.axis).astype(np.int64)
+
+    @property
     def season_intercept(self) -> bool:
         """Whether the seasonal model has an intercept shared by all its segments (the
         harmonic model: R's ``(co + ...) %in% breakfactor(bp)``)."""

@@ -787,3 +787,57 @@ def breaks_of(arg, m, n, out, lane=0):
 @jit()
 def minus_2_loglik(rss_m, n):
     return n * (math.log(rss_m) + 1.0 - math.log(n) + math.log(2.0 * math.pi))
+
+
+@jit()
+def dummy_partitions(cycle, n_seasons, Y, group, n, h, M, best, arg, lane, counts, means, seg):
+    """:func:`optimal_partitions` of the pixels ``group`` (rows of ``Y``, programmes in
+    lanes ``lane + g``) for the effect-coded seasonal dummies of classic BFAST (``freq - 1``
+    columns, no intercept: the seasons' effects sum to zero) on a gap-free series (row
+    ``i`` of season ``cycle[i]``), in closed form.
+
+    Every segment of at least ``h > freq - 1`` consecutive rows holds every season, and so
+    do its first ``k = freq - 1`` rows' columns span (R's recursion is least squares
+    there); the least squares of a season model with zero-sum effects is the seasons'
+    means shifted by ``lambda / n_s``, ``lambda = sum(mean_s) / sum(1 / n_s)``, and its
+    RSS is the within-season sum of squares plus ``sum(mean_s)^2 / sum(1 / n_s)``. Each
+    start adds its rows one at a time: the season's count (shared by the lanes), mean and
+    within-season sum of squares (Welford's update), so each segment costs O(1) per
+    pixel instead of R's O(k^2) recursion. Scratch: ``counts`` (n_seasons,) int64,
+    ``means`` (n_seasons, lanes), ``seg`` (T, lanes)."""
+    G = group.shape[0]
+    programme_start(best, arg, M, n, lane, G)
+    within = np.empty(G)
+    total = np.empty(G)
+    for i in range(n - h + 1):
+        if 0 < i < h:
+            continue  # no segment but the first starts before row h
+        for s in range(n_seasons):
+            counts[s] = 0
+            for g in range(G):
+                means[s, g] = 0.0
+        for g in range(G):
+            within[g] = 0.0
+            total[g] = 0.0
+        inverse_sum = 0.0
+        for j in range(i, n):
+            s = cycle[j]
+            c = counts[s]
+            if c > 0:
+                inverse_sum -= 1.0 / c
+            c += 1
+            counts[s] = c
+            inv = 1.0 / c
+            inverse_sum += inv
+            for g in range(G):
+                v = Y[group[g], j]
+                d = v - means[s, g]
+                step = d * inv
+                means[s, g] += step
+                total[g] += step
+                within[g] += d * (v - means[s, g])
+            if j - i + 1 >= h:
+                shift = 1.0 / inverse_sum
+                for g in range(G):
+                    seg[j - i - h + 1, g] = within[g] + total[g] * total[g] * shift
+        _programme_row(best, arg, M, n, h, lane, G, i, i + h - 1, seg, n - i - h + 1)
