@@ -36,11 +36,13 @@ LAYERS = {
         # 2. generic machinery that knows no algorithm
         "xarray_blocks": 2, "io": 2, "stac": 2, "runs": 2, "figures": 2,
         # 3. algorithms
-        "bfast": 3, "stl": 3, "cluster": 3,
-        # 4. public faces and the command line
-        "xr": 4, "plot": 4, "warmup": 4, "cli": 4, "": 5,
+        "stl": 3, "cluster": 3,
+        # 4. algorithms built on others: classic BFAST starts from a periodic STL
+        "bfast": 4,
+        # 5. public faces and the command line
+        "xr": 5, "plot": 5, "warmup": 5, "cli": 5, "": 6,
     },
-    "bfast": {"core": 1, "monitor": 2, "lite": 2, "nrt": 3, "": 4},
+    "bfast": {"core": 1, "monitor": 2, "lite": 2, "classic": 2, "nrt": 3, "": 4},
 }
 #: Layers whose units never import each other (sibling algorithms).
 INDEPENDENT = {"": {3}, "bfast": {2}}

@@ -75,7 +75,8 @@ def assert_matches_r(result, case: dict) -> None:
     if case["mags"]:
         np.testing.assert_allclose(result.magnitudes[: len(case["mags"])], case["mags"], rtol=0, atol=1e-8 * scale)
         assert int(result.magnitude_index) + 1 == case["time_index"]
-        assert result.magnitude_time == pytest.approx(case["time"], rel=0, abs=1e-9)  # R's time(Yt), not the CSV's digits
+        # R's time(Yt), not the CSV's digits
+        assert result.magnitude_time == pytest.approx(case["time"], rel=0, abs=1e-9)
     else:
         assert result.magnitude_index == -1 and np.isnan(result.magnitude_time)
 

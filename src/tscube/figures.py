@@ -79,14 +79,16 @@ def read_result(path):
     raise ValueError(f"result {path.name}: unsupported file type {suffix!r} (use .tif, .nc or .zarr)")
 
 def function_of(result) -> str:
-    """``"bfast_monitor"``, ``"bfast_lite"`` or ``"stl"``: which algorithm made ``result``."""
+    """``"bfast_monitor"``, ``"bfast_lite"``, ``"bfast_classic"`` or ``"stl"``: which algorithm made ``result``."""
     attrs = getattr(result, "attrs", {}) or {}
     name = attrs.get("tscube_function") or attrs.get("tscube_tscube_function")
-    if name in ("bfast_monitor", "bfast_lite", "stl"):
+    if name in ("bfast_monitor", "bfast_lite", "bfast_classic", "stl"):
         return name
     names = set(getattr(result, "data_vars", {}) or {}) or set(vars(result) if hasattr(result, "__dict__") else ())
     if type(result).__name__ == "StlResult" or {"trend_slope", "seasonal_amplitude"} <= names:
         return "stl"
+    if type(result).__name__ == "BfastClassicResult" or "n_trend_breaks" in names:
+        return "bfast_classic"
     if type(result).__name__ == "BfastLiteResult" or "n_breaks" in names:
         return "bfast_lite"
     if type(result).__name__ == "BfastMonitorResult" or "break_time" in names:

@@ -287,8 +287,11 @@ def _chunk_stats(ds, pixel_dims, status_enum) -> dict[str, Any]:
     codes, counts = np.unique(status, return_counts=True)
     stats = {"pixels": int(np.prod([ds.sizes[d] for d in pixel_dims], dtype=np.int64)),
              "status": {status_enum(int(c)).name: int(n) for c, n in zip(codes, counts)}}
-    if "break_index" in ds:
-        stats["breaks"] = int(np.count_nonzero(np.asarray(ds["break_index"].values) >= 0))
+    # breaks: BFAST Lite's break_index, classic BFAST's trend_ and season_break_index
+    found = [name for name in ds.data_vars if name == "break_index"
+             or (name.endswith("_break_index") and not name.startswith("iter_"))]
+    if found:
+        stats["breaks"] = sum(int(np.count_nonzero(np.asarray(ds[name].values) >= 0)) for name in found)
     return stats
 
 

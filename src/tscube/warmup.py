@@ -108,6 +108,15 @@ def _lite(dtype: str) -> None:
     bfast_lite(data, dates, freq=23, nodata=nodata, engine="cpu")
 
 
+def _classic(dtype: str) -> None:
+    """Classic BFAST: its kernel, one for every seasonal model (the STL start's kernel is
+    the ``stl`` job's, the Bai–Perron helpers BFAST Lite's)."""
+    from .bfast.classic import bfast_classic
+
+    data, dates, _, nodata = _cube(dtype)
+    bfast_classic(data, dates, freq=23, nodata=nodata, engine="cpu")
+
+
 def _stl(dtype: str) -> None:
     """STL, both flavours (one kernel: the flavour is a parameter)."""
     from .stl import stl
@@ -158,6 +167,7 @@ JOBS = {job.name: job for job in (
     _Job("calibration", _calibration),
     _Job("lite", _lite),
     _Job("stl", _stl),
+    _Job("classic", _classic, after=("stl", "lite")),
     _Job("cluster", _cluster, typed=False),
     _Job("nrt", _nrt, after=("monitor", "monitor-roc")),
 )}
@@ -166,6 +176,7 @@ JOBS = {job.name: job for job in (
 ALGORITHMS = {
     "monitor": ("monitor", "monitor-roc", "monitor-bp", "calibration"),
     "lite": ("lite",),
+    "classic": ("stl", "lite", "classic"),
     "stl": ("stl",),
     "cluster": ("cluster",),
     "nrt": ("monitor", "monitor-roc", "nrt"),

@@ -1,5 +1,5 @@
-"""``tscube monitor`` (BFAST Monitor, and its near-real-time ``--update``) and ``tscube
-breaks`` (BFAST Lite)."""
+"""``tscube monitor`` (BFAST Monitor, and its near-real-time ``--update``), ``tscube
+breaks`` (BFAST Lite) and ``tscube bfast`` (classic BFAST)."""
 
 from __future__ import annotations
 
@@ -200,3 +200,65 @@ def breaks_command(
             run_resumable(template, output, command="breaks", params=params, input_path=input_path, da=da,
                            status_enum=BfastLiteStatus, overwrite=overwrite, progress=progress, client=client,
                            empty_reason="Check --nodata, the input's nodata value and --h.")
+
+
+@app.command("bfast")
+@with_stac_input
+def bfast_command(
+    input_path: InputCube,
+    output: Annotated[Path, typer.Option("-o", "--output", help=(
+        "Result file: .tif (a band per per-pixel output and per break: maps only, without the trend, seasonal and "
+        "remainder series), .nc or .zarr (the maps and the three components over time)."))],
+    dates: DatesFile = None,
+    date_pattern: DatePattern = None,
+    variable: Variable = None,
+    stac: StacInput = None,
+    freq: Freq = None,
+    h: Annotated[float, typer.Option("--h", help=(
+        "Minimal segment size, a fraction of the valid observations in (0, 0.5); also the pre-test's "
+        "bandwidth."))] = 0.15,
+    season: Annotated[str, typer.Option("--season", help=(
+        "Seasonal model: dummy (seasonal dummies), harmonic (three harmonics) or none."))] = "dummy",
+    max_iter: Annotated[int, typer.Option("--max-iter", help="Most iterations per pixel.")] = 10,
+    breaks: Annotated[str, typer.Option(help="Breaks per component: BIC (chosen by BIC) or a number.")] = "BIC",
+    level: Annotated[float, typer.Option(help=(
+        "Significance level of each component's pre-test: no breaks are searched where it is not "
+        "significant."))] = 0.05,
+    process_type: Annotated[str, typer.Option("--type", help=(
+        "Pre-test process: OLS-MOSUM (default, as R) or OLS-CUSUM."))] = "OLS-MOSUM",
+    nodata: Nodata = None,
+    engine: Annotated[str, typer.Option(help="auto, reference or cpu.")] = "auto",
+    workers: Workers = None,
+    scheduler: Scheduler = None,
+    memory: Memory = None,
+    progress: Progress = True,
+    overwrite: Overwrite = False,
+) -> None:
+    """Classic BFAST (R bfast): iterative trend and seasonal breaks of every pixel, with times, confidence
+    intervals, magnitudes and the trend, seasonal and remainder components.
+
+    The dates must be a regular series of --freq per year (R's ts): missing dates as nodata. Resumable, as monitor.
+    """
+    from ..bfast import BfastClassicStatus
+    from ..xr import bfast_classic_xarray
+
+    with clean_errors():
+        check_output(output, input_path)
+        breaks_value = int(breaks) if re.fullmatch(r"-?\d+", breaks.strip()) else breaks.strip()
+        da = open_input(input_path, dates, date_pattern, variable, memory, stac)
+        echo_input(input_path, da)
+        template = bfast_classic_xarray(
+            da, freq=freq, h=h, season=season, max_iter=max_iter, breaks=breaks_value, level=level, type=process_type,
+            nodata=nodata, engine=engine, memory=memory)
+        if output.suffix.lower() in GEOTIFF_SUFFIXES:  # a GeoTIFF holds maps: the series are not computed into it
+            template = template.drop_dims("time")
+        typer.echo(f"classic BFAST ({template.attrs['engine']} engine), up to {template.sizes['break']} breaks per "
+                   "component and pixel")
+        params = dict(freq=freq, h=h, season=season, max_iter=max_iter, breaks=breaks, level=level, type=process_type,
+                      nodata=nodata, engine=engine, variable=variable, date_pattern=date_pattern)
+        if "stac_index" in da.attrs:
+            params.update(stac.params())
+        with dask_client(workers, scheduler) as client:
+            run_resumable(template, output, command="bfast", params=params, input_path=input_path, da=da,
+                           status_enum=BfastClassicStatus, overwrite=overwrite, progress=progress, client=client,
+                           empty_reason="Check --nodata, the input's nodata value, --freq and --h.")

@@ -16,7 +16,8 @@ from .running import check_output, open_input
 
 @app.command("plot")
 def plot_command(
-    result_path: Path = typer.Argument(..., metavar="RESULT", help="Result of monitor, breaks or stl: .tif, .nc or .zarr."),
+    result_path: Path = typer.Argument(..., metavar="RESULT", help=(
+        "Result of monitor, breaks, bfast or stl: .tif, .nc or .zarr.")),
     output: Path = typer.Option(..., "-o", "--output", help="PNG (or .pdf/.svg) to write."),
     start_index: int = typer.Option(0, "--start-index", help="Which start of a multi-start result to map."),
     width: Width = 1100,
@@ -25,7 +26,7 @@ def plot_command(
     title: Optional[str] = typer.Option(None, help="Title prefix of the maps (default: the result's file name)."),
 ) -> None:
     """Quick-look maps of a result: break year + magnitude (monitor), number, year and magnitude of
-    breaks (breaks), trend slope + seasonal amplitude (stl)."""
+    breaks (breaks), trend and seasonal breaks + status (bfast), trend slope + seasonal amplitude (stl)."""
     from ..plot import read_result, result_maps
 
     with clean_errors():

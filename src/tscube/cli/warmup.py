@@ -14,7 +14,7 @@ from .app import app, clean_errors
 def warmup(
     algorithm: list[str] = typer.Option(
         None, "--algorithm", "-a",
-        help="monitor, lite, stl, cluster or nrt (repeat the option for several; default: all)."),
+        help="monitor, lite, classic, stl, cluster or nrt (repeat the option for several; default: all)."),
     dtype: list[str] = typer.Option(
         None, "--dtype", help="Data types of the cubes to come (repeat; default: float32 and float64). "
                               "Integer cubes, e.g. int16, compile the kernels that read them once more."),

@@ -10,8 +10,14 @@ programme is :mod:`tscube.bfast.core`'s, as BFAST Lite's.
 """
 
 from ._array import ENGINES, bfast_classic_array
+from ._maps import classic_maps
+from ._pixel_plot import plot_classic_pixel
+from ._xarray import bfast_classic_xarray
 from .api import bfast_classic
 from .result import BfastClassicResult
 from .status import BfastClassicStatus
 
-__all__ = ["bfast_classic", "bfast_classic_array", "BfastClassicResult", "BfastClassicStatus", "ENGINES"]
+__all__ = [
+    "bfast_classic", "bfast_classic_array", "bfast_classic_xarray", "BfastClassicResult", "BfastClassicStatus",
+    "ENGINES", "classic_maps", "plot_classic_pixel",
+]

@@ -24,7 +24,7 @@ def classic_attrs(plan: ClassicPlan, engine: str) -> dict:
         "breaks_trend": "BIC" if plan.breaks[0] is None else plan.breaks[0],
         "breaks_season": "BIC" if plan.breaks[1] is None else plan.breaks[1],
         "level_trend": plan.level[0], "level_season": plan.level[1], "type": plan.test, "freq": plan.freq,
-        "engine": engine,
+        "nodata": plan.nodata, "engine": engine,
     }
 
 

@@ -26,14 +26,14 @@ import math
 
 import numpy as np
 
-from ..._jit import jit
+from ..._jit import compile_elsewhere, jit
 from ..._threads import run_tasks
 from ..core.bai_perron_cpu import (breaks_of, dummy_partitions, memo_chunks, memo_holds_room, memo_recorded,
                                    minus_2_loglik, optimal_partitions, qr_fit_in_order, replay_partitions,
                                    replay_scratch, triangle_memo)
 from ..core.inputs import invalid_mask, kernel_nodata
 from ..core.series_cpu import compact_valid, load_tile, tile_buffer
-from ..lite.plan import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
+from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from .confint import break_interval
 from .plan import TEST_TYPES, ClassicPlan
 from .pretest import pretest_pvalue
@@ -155,18 +155,19 @@ def _joint_harmonic_fit(Xh, rows, y, n, breaks, m, ones, w, Q, R, idx, beta, P, 
 
 
 @jit()
-def _fit_segments(X, cycle, Xh, rows, y, n, breaks, m, scratch, e, gamma, seg_gamma, counts, ones, w, confint,
+def _fit_segments(X, cycle, dummy, Xh, rows, y, n, breaks, m, scratch, e, gamma, seg_gamma, counts, ones, w, confint,
                   fitted):
     """The fits of a component with ``m >= 1`` breaks into ``fitted`` and R's interval of
-    each break into ``confint`` (``cycle``: the gap-free dummy model in closed form;
-    ``Xh``: the harmonic columns of a model whose segments share the intercept)."""
+    each break into ``confint`` (``dummy``: the gap-free dummy model of seasons ``cycle``
+    in closed form; ``Xh``: the harmonic columns of a model whose segments share the
+    intercept, no columns for the others)."""
     Q, R, idx, beta, P, Px, S, U, YY, seg_beta, memo, replay = scratch
     k = X.shape[1]
     rss = 0.0
     for s in range(m + 1):
         first = 0 if s == 0 else breaks[s - 1] + 1
         stop = n if s == m else breaks[s] + 1
-        if cycle is not None:
+        if dummy:
             _dummy_fit(cycle, seg_gamma.shape[1], y, first, stop, counts, seg_gamma[s], e, fitted)
         else:
             qr_fit_in_order(X, rows, y, first, 1, stop - first, Q, R, idx, beta, P)
@@ -180,14 +181,14 @@ def _fit_segments(X, cycle, Xh, rows, y, n, breaks, m, scratch, e, gamma, seg_ga
     for r in range(m):
         first = 0 if r == 0 else breaks[r - 1] + 1
         stop = n if r + 1 == m else breaks[r + 1] + 1
-        if cycle is not None:
+        if dummy:
             q1 = _mean_square_change_dummy(cycle, first, breaks[r] + 1, seg_gamma[r], seg_gamma[r + 1])
             q2 = _mean_square_change_dummy(cycle, breaks[r] + 1, stop, seg_gamma[r], seg_gamma[r + 1])
         else:
             q1 = _mean_square_change(X, rows, first, breaks[r] + 1, seg_beta[r], seg_beta[r + 1])
             q2 = _mean_square_change(X, rows, breaks[r] + 1, stop, seg_beta[r], seg_beta[r + 1])
         break_interval(breaks[r], rss / n, q1, q2, confint[r])
-    if Xh is not None:
+    if Xh.shape[1] > 0:
         _joint_harmonic_fit(Xh, rows, y, n, breaks, m, ones, w, Q, R, idx, beta, P, fitted)
 
 
@@ -199,17 +200,19 @@ def _block_step(X, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac
     pixels that need them, those with the same valid dates together as lanes; per pixel
     the number of breaks, the fits and intervals. ``m_out[g]``: the breaks found, or
     ``-status`` where R stops. ``cycle``: the dummy model's seasons (its gap-free pixels
-    in closed form), else None; ``Xh`` as :func:`_fit_segments`."""
+    in closed form), else empty; ``Xh`` as :func:`_fit_segments`. (Empty arrays, not
+    None: one compiled version serves every component.)"""
     Q, R, idx, beta, P, Px, S, U, YY, seg_beta, memo, replay = scratch
     e, w, ones, counts, gamma, seg_gamma, means, seg, group, need = buffers
     k = X.shape[1]
+    dummy = cycle.shape[0] > 0
     for g in range(width):
         need[g] = False
         if not active[g]:
             continue
         n = n_obs[g]
         y = comp[g]
-        if cycle is not None and gap_free[g]:
+        if dummy and gap_free[g]:
             _dummy_fit(cycle, gamma.shape[0], y, 0, n, counts, gamma, e, fitted[g])
             kept = k
         else:
@@ -244,7 +247,7 @@ def _block_step(X, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac
                 group[size] = g
                 size += 1
                 need[g] = False
-        if cycle is not None and gap_free[q]:
+        if dummy and gap_free[q]:
             dummy_partitions(cycle, gamma.shape[0], comp, group[:size], n, h, M, best, arg, 0, counts, means, seg)
         else:
             first = 0  # the group's pixels from here on replay the memo
@@ -274,7 +277,7 @@ def _block_step(X, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac
                 m = max(m, 1)  # R: breakpoints(bp, breaks = NULL) takes length(NA) = 1 break
             breaks_of(arg, m, n, breaks[g], gi)
             m_out[g] = m
-            _fit_segments(X, cycle if gap_free[g] else None, Xh, rows[g], comp[g], n, breaks[g], m, scratch, e,
+            _fit_segments(X, cycle, dummy and gap_free[g], Xh, rows[g], comp[g], n, breaks[g], m, scratch, e,
                           gamma, seg_gamma, counts, ones, w, confint[g], fitted[g])
 
 
@@ -299,7 +302,8 @@ def _full_position(rows, n, index):
 
 
 @jit(nogil=True)
-def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, cycle, h_frac, level_t, level_s,
+def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, cycle, no_columns, no_cycle, h_frac,
+                    level_t, level_s,
                     asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m, block,
                     status, n_iter, magnitude, magnitude_index, magnitudes, trend_out, seasonal_out, remainder_out,
                     n_trend, trend_index, trend_ci, trend_p, n_season, season_index, season_ci, season_p,
@@ -309,12 +313,13 @@ def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, 
 
     ``values`` (T, P) any numeric dtype; ``start`` (T, P) the STL start's seasonal;
     ``status`` holds the start's verdict on entry. ``Xt``, ``Xs``: the trend and seasonal
-    designs (``Xs`` None: no seasonal model); ``Xh``: the harmonic columns of ``Xs`` when
-    its segments share the intercept, else None; ``cycle``: each date's season for the
-    dummy model, else None. ``asked_*``: breaks asked for (-1: BIC); ``test``: the
+    designs (``Xs`` without columns: no seasonal model); ``Xh``: the harmonic columns of ``Xs`` when
+    its segments share the intercept, else no columns; ``cycle``: each date's season for
+    the dummy model, else empty; ``no_columns``, ``no_cycle``: empty arrays of the types
+    of ``Xh`` and ``cycle``, for the trend step. ``asked_*``: breaks asked for (-1: BIC); ``test``: the
     :data:`TEST_TYPES` index. Outputs as :func:`empty_classic_outputs`."""
     T, P = values.shape
-    seasonal_model = Xs is not None
+    seasonal_model = Xs.shape[1] > 0
     n_seasons = Xs.shape[1] + 1 if seasonal_model else 1
     t_scratch = _design_scratch(T, Xt.shape[1], max_m, block)
     s_scratch = _design_scratch(T, Xs.shape[1] if seasonal_model else 1, max_m, block)
@@ -385,8 +390,8 @@ def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, 
                 if active[g]:
                     for i in range(n_obs[g]):
                         comp[g, i] = y[g, i] - seasonal[g, i]
-            _block_step(Xt, None, None, rows, comp, n_obs, gap_free, active, width, h_frac, level_t, asked_t, test,
-                        table, table_h, table_p, t_scratch, best, arg, buffers, tb, tci, trend, m_t, p_t)
+            _block_step(Xt, no_cycle, no_columns, rows, comp, n_obs, gap_free, active, width, h_frac, level_t, asked_t,
+                        test, table, table_h, table_p, t_scratch, best, arg, buffers, tb, tci, trend, m_t, p_t)
             for g in range(width):
                 if active[g] and m_t[g] < 0:
                     failed[g] = -m_t[g]
@@ -475,13 +480,12 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
     n_times, n_pixels = values.shape
     out = empty_classic_outputs(n_times, n_pixels, plan.break_slots, plan.max_iter if iterations else 0)
     invalid, _ = invalid_mask(values, plan.nodata)
-    start, status = start_seasonal(values, invalid, plan.freq, "cpu")
-    out["status"][:] = status
-    out["n_obs"][:] = n_times - invalid.sum(axis=0)
     nodata, has_nodata = kernel_nodata(values, plan.nodata)
-    season_design = plan.season_design
-    harmonic_columns = np.ascontiguousarray(season_design[:, 1:]) if plan.season_intercept else None
-    cycle = plan.season_cycle if plan.season == "dummy" else None
+    no_columns = np.empty((n_times, 0))
+    season_design = no_columns if plan.season_design is None else plan.season_design
+    harmonic_columns = np.ascontiguousarray(season_design[:, 1:]) if plan.season_intercept else no_columns
+    no_cycle = np.empty(0, np.int64)
+    cycle = plan.season_cycle if plan.season == "dummy" else no_cycle
     iter_shape = (0, max(plan.break_slots, 1), n_pixels)
     iter_trend = out.get("iter_trend_break_index", np.empty(iter_shape, np.int64))
     iter_season = out.get("iter_season_break_index", np.empty(iter_shape, np.int64))
@@ -489,14 +493,21 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
     max_m = max(plan.break_slots, 1)
     # the programmes of a block: (max_m + 1, T) floats and ints per pixel, 32 MiB at most
     block = max(1, min(_BLOCK, (32 << 20) // (16 * (max_m + 1) * n_times + 1)))
-    run_tasks(
-        _classic_kernel, memo_chunks(n_pixels, block),
-        values, nodata, has_nodata, start, plan.trend_design, season_design, harmonic_columns, cycle, plan.h,
-        plan.level[0], plan.level[1], asked[0], asked[1], TEST_TYPES.index(plan.test), plan.max_iter,
-        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, max_m, block,
+    n_chunks = memo_chunks(n_pixels, block)
+    start = np.empty((1, 1))  # the STL start's seasonal, below
+    args = [
+        values, nodata, has_nodata, start, plan.trend_design, season_design, harmonic_columns, cycle, no_columns,
+        no_cycle, plan.h, plan.level[0], plan.level[1], asked[0], asked[1], TEST_TYPES.index(plan.test),
+        plan.max_iter, MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, max_m, block,
         out["status"], out["n_iter"], out["magnitude"], out["magnitude_index"], out["magnitudes"], out["trend"],
         out["seasonal"], out["remainder"], out["n_trend_breaks"], out["trend_break_index"], out["trend_confint"],
         out["trend_pretest_p"], out["n_season_breaks"], out["season_break_index"], out["season_confint"],
         out["season_pretest_p"], iter_trend, iter_season,
-    )
+    ]
+    # a first call compiles the kernel in another process while this one builds the STL start
+    compile_elsewhere(_classic_kernel, [0, n_chunks, *args])
+    args[3], status = start_seasonal(values, invalid, plan.freq, "cpu")
+    out["status"][:] = status
+    out["n_obs"][:] = n_times - invalid.sum(axis=0)
+    run_tasks(_classic_kernel, n_chunks, *args)
     return out

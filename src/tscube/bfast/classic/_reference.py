@@ -17,7 +17,7 @@ import numpy as np
 from ..core import bai_perron
 from ..core.inputs import invalid_mask
 from ..core.ols import fit_in_order_qr
-from ..lite.plan import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, largest_number_of_breaks, segment_size
+from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, largest_number_of_breaks, segment_size
 from .confint import break_interval
 from .plan import TEST_TYPES, ClassicPlan
 from .pretest import pretest_pvalue

@@ -11,7 +11,7 @@ import numpy as np
 from ...timeaxis import TimeAxis
 from ..core.design import season_cycle
 from ..core.inputs import check_nodata
-from ..lite.plan import largest_number_of_breaks, segment_size
+from ..core.rules import largest_number_of_breaks, segment_size
 
 #: The seasonal models of R's ``bfast(season = )``.
 SEASON_MODELS = ("dummy", "harmonic", "none")
@@ -102,7 +102,8 @@ def _check_level(level) -> float:
 def _check_breaks(breaks):
     if breaks is None or (isinstance(breaks, str) and breaks == "BIC"):
         return None
-    if isinstance(breaks, bool) or not isinstance(breaks, (int, np.integer, float, np.floating)) or float(breaks) != int(breaks):
+    number = isinstance(breaks, (int, np.integer, float, np.floating)) and not isinstance(breaks, bool)
+    if not number or float(breaks) != int(breaks):
         raise ValueError(f"breaks must be None (BIC) or a whole number, got {breaks!r}")
     return max(int(breaks), 1)  # R: "number of breaks must be at least 1"
 

@@ -28,18 +28,33 @@ def _cusum_pvalue(statistic):
 
 
 @jit()
+def _interp(x, xp, fp):
+    """``np.interp(x, xp, fp)`` for increasing ``xp``, constant beyond the ends: one small
+    loop, where numba's np.interp compiles a version per array layout."""
+    if x <= xp[0]:
+        return fp[0]
+    for i in range(1, xp.shape[0]):
+        if x <= xp[i]:
+            return fp[i - 1] + (fp[i] - fp[i - 1]) * (x - xp[i - 1]) / (xp[i] - xp[i - 1])
+    return fp[-1]
+
+
+@jit()
 def _mosum_pvalue(statistic, h, table, table_h, table_p):
     """``pvalue.efp`` of an OLS-MOSUM statistic (one process column): strucchange's table
     interpolated in ``h`` (clamped to 0.05..0.5), then in the statistic."""
     h = min(max(h, table_h[0]), table_h[-1])
     crit = np.empty(table.shape[1] + 1)
     p = np.empty(table.shape[1] + 1)
+    column = np.empty(table.shape[0])
     crit[0] = 0.0
     p[0] = 1.0
     for c in range(table.shape[1]):
-        crit[c + 1] = np.interp(h, table_h, table[:, c])
+        for i in range(table.shape[0]):
+            column[i] = table[i, c]
+        crit[c + 1] = _interp(h, table_h, column)
         p[c + 1] = table_p[c]
-    return np.interp(statistic, crit, p)
+    return _interp(statistic, crit, p)
 
 
 @jit()

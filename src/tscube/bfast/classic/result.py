@@ -15,6 +15,11 @@ MAGNITUDE_COLUMNS = ("before", "after", "jump")
 COMPONENTS = ("trend", "seasonal", "remainder")
 
 
+def break_times(index: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """Decimal-year time of each time index (NaN for -1, 'no break')."""
+    return np.where(index >= 0, time[np.clip(index, 0, None)], np.nan)
+
+
 def empty_classic_outputs(n_times: int, n_pixels: int, n_breaks: int, n_iterations: int = 0) -> dict[str, np.ndarray]:
     """The engines' output arrays, pixels last (components time first), filled with
     'nothing found'. ``n_iterations > 0`` adds every iteration's break sets."""
@@ -110,11 +115,7 @@ class BfastClassicResult:
     @property
     def magnitude_time(self) -> np.ndarray:
         """Decimal-year time of :attr:`magnitude_index` (NaN without a trend break)."""
-        return self._time_of(self.magnitude_index)
-
-    def _time_of(self, index: np.ndarray) -> np.ndarray:
-        time = np.asarray(self.attrs["time"])
-        return np.where(index >= 0, time[np.clip(index, 0, None)], np.nan)
+        return break_times(self.magnitude_index, np.asarray(self.attrs["time"]))
 
     @property
     def has_trend_break(self) -> np.ndarray:
@@ -155,16 +156,13 @@ def shape_result(outputs: dict, pixel_shape: tuple, time: np.ndarray, attrs: dic
     def pixels(array, lead=0):
         return array.reshape(array.shape[:lead] + pixel_shape + array.shape[lead + 1:])
 
-    def times(index):
-        return np.where(index >= 0, time[np.clip(index, 0, None)], np.nan)
-
     fields = {name: pixels(outputs[name]) for name in (
         "status", "n_obs", "n_iter", "n_trend_breaks", "n_season_breaks", "magnitude", "magnitude_index",
         "trend_pretest_p", "season_pretest_p")}
     for part in ("trend", "season"):
         index = outputs[f"{part}_break_index"][:B]
         fields[f"{part}_break_index"] = pixels(index, 1)
-        fields[f"{part}_break_time"] = pixels(times(index), 1)
+        fields[f"{part}_break_time"] = pixels(break_times(index, time), 1)
         fields[f"{part}_confint"] = pixels(outputs[f"{part}_confint"][:B], 1)
         if f"iter_{part}_break_index" in outputs:
             fields[f"iter_{part}_break_index"] = pixels(outputs[f"iter_{part}_break_index"][:, :B], 2)

@@ -71,7 +71,7 @@ def _dot(a, b, first, step, count):
     return (s0 + s1) + (s2 + s3)
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)  # a per-segment set-up: one version for every caller's constants
 def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
     """OLS of ``count`` compacted rows (positions ``first + step * i``) with R's in-order
     aliasing, by modified Gram–Schmidt on the columns (scratch ``Q`` ``(k, T)``, a column
