@@ -43,6 +43,7 @@ CASES = {
                            "from tscube import bfast_monitor",
                            "bfast_monitor(data, dates, start, freq=23, calibrate=True)"),
     "lite": ("bfast_lite", "from tscube import bfast_lite", "bfast_lite(data, dates, freq=23)"),
+    "classic": ("bfast_classic", "from tscube import bfast_classic", "bfast_classic(data, dates, freq=23)"),
     "stl": ("stl", "from tscube import stl", "stl(data, 23)"),
     "kmeans": ("KMeans().fit",
                "import numpy as np\nfrom tscube.cluster import KMeans\n"

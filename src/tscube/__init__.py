@@ -9,9 +9,10 @@ Zarr, STAC catalogs) and :mod:`tscube.datasets` (synthetic cubes and catalogs).
 Layers, imports only downward (docs/architecture.md, checked by
 tests/test_architecture.py): 1. foundations (config, engines, timeaxis, parallel,
 datasets); 2. generic machinery that knows no algorithm (xarray_blocks, io, stac, runs,
-figures); 3. one package per algorithm (bfast, stl, cluster) with its NumPy API, engines,
-xarray wrapper and plots; 4. the public faces (this package, tscube.xr, tscube.plot) and
-the command line (cli).
+figures); 3. one package per algorithm (stl, cluster) with its NumPy API, engines,
+xarray wrapper and plots; 4. bfast, the same for the BFAST methods (classic BFAST starts
+from an STL); 5. the public faces (this package, tscube.xr, tscube.plot) and the command
+line (cli).
 """
 
 from importlib.metadata import PackageNotFoundError, version
