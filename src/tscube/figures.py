@@ -166,6 +166,26 @@ def year_colours(n: int):
         return ListedColormap(plt.get_cmap("tab20").colors[:n])
     return ListedColormap(plt.get_cmap("turbo")(np.linspace(0.05, 0.95, n)))
 
+def year_image(fig, ax, times: np.ndarray, label: str):
+    """The year (floor of the decimal-year ``times``, NaN: nothing) of every pixel, one
+    discrete colour per year, with a colour bar of at most a dozen year ticks labelled
+    ``label``; returns the colour bar (None where no pixel has a time)."""
+    from matplotlib.colors import BoundaryNorm
+
+    if not np.isfinite(times).any():
+        return None
+    years = np.floor(times + 1e-9)
+    first, last = int(np.nanmin(years)), int(np.nanmax(years))
+    cmap = year_colours(last - first + 1)
+    image = ax.imshow(np.ma.masked_invalid(years), cmap=cmap, norm=BoundaryNorm(np.arange(first, last + 2), cmap.N),
+                      interpolation="nearest", zorder=1)
+    colorbar = fig.colorbar(image, ax=ax, shrink=0.85)
+    step = max(1, int(np.ceil((last - first + 1) / 12)))
+    colorbar.set_ticks(np.arange(first, last + 1, step) + 0.5)
+    colorbar.set_ticklabels([str(y) for y in range(first, last + 1, step)])
+    colorbar.set_label(label)
+    return colorbar
+
 def symmetric_limit(values: np.ndarray) -> float:
     finite = np.abs(values[np.isfinite(values)])
     if not finite.size:

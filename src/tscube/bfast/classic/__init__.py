@@ -3,10 +3,10 @@ to R ``bfast::bfast``.
 
 ``api`` holds the public function, which hands NumPy data to ``_array`` (the plan of
 :mod:`.plan`, the STL start of :mod:`.start`, one of the engines ``_reference``,
-``_cpu``) and an ``xarray.DataArray`` to ``_xarray``; :mod:`.pretest` and :mod:`.confint`
-are R's pre-tests and breakpoint intervals, shared by the engines; :mod:`.result` and
+``_cpu``) and an ``xarray.DataArray`` to ``_xarray``; :mod:`.confint` holds R's
+breakpoint intervals, shared by the engines; :mod:`.result`, :mod:`.outputs` and
 :mod:`.status` say what comes out; ``_maps`` and ``_pixel_plot`` draw it. The Bai–Perron
-programme is :mod:`tscube.bfast.core`'s, as BFAST Lite's.
+programme and the pre-tests are :mod:`tscube.bfast.core`'s, as BFAST Lite's.
 """
 
 from ._array import ENGINES, bfast_classic_array

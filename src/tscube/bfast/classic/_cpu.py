@@ -36,7 +36,7 @@ from ..core.series_cpu import compact_valid, load_tile, tile_buffer
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from .confint import break_interval
 from .plan import TEST_TYPES, ClassicPlan
-from .pretest import pretest_pvalue
+from ..core.rules_cpu import pretest_pvalue
 from .result import empty_classic_outputs
 from .start import start_seasonal
 from .status import OVERFLOW_VALUE, BfastClassicStatus
@@ -193,13 +193,14 @@ def _fit_segments(X, cycle, dummy, Xh, rows, y, n, breaks, m, scratch, e, gamma,
 
 
 @jit()
-def _block_step(X, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac, level, asked, test, table,
-                table_h, table_p, scratch, best, arg, buffers, breaks, confint, fitted, m_out, p_out):
+def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, failed, width, h_frac, level, asked,
+                test, table, table_h, table_p, scratch, best, arg, buffers, breaks, confint, fitted, m_out, p_out):
     """One component's step (reference ``component_step``) for the active pixels of a
-    block: per pixel the no-break fit and pre-test; the Bai–Perron programmes of the
-    pixels that need them, those with the same valid dates together as lanes; per pixel
-    the number of breaks, the fits and intervals. ``m_out[g]``: the breaks found, or
-    ``-status`` where R stops. ``cycle``: the dummy model's seasons (its gap-free pixels
+    block: per pixel the component ``comp = y - other`` (the series less the other
+    component), its no-break fit and pre-test; the Bai–Perron programmes of the pixels
+    that need them, those with the same valid dates together as lanes; per pixel the
+    number of breaks, the fits and intervals. ``m_out[g]``: the breaks found; where R
+    stops, the pixel leaves ``active`` with its status in ``failed``. ``cycle``: the dummy model's seasons (its gap-free pixels
     in closed form), else empty; ``Xh`` as :func:`_fit_segments`. (Empty arrays, not
     None: one compiled version serves every component.)"""
     Q, R, idx, beta, P, Px, S, U, YY, seg_beta, memo, replay = scratch
@@ -211,19 +212,21 @@ def _block_step(X, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac
         if not active[g]:
             continue
         n = n_obs[g]
-        y = comp[g]
+        series = comp[g]
+        for i in range(n):
+            series[i] = y[g, i] - other[g, i]
         if dummy and gap_free[g]:
-            _dummy_fit(cycle, gamma.shape[0], y, 0, n, counts, gamma, e, fitted[g])
+            _dummy_fit(cycle, gamma.shape[0], series, 0, n, counts, gamma, e, fitted[g])
             kept = k
         else:
-            kept = qr_fit_in_order(X, rows[g], y, 0, 1, n, Q, R, idx, beta, P)
-            _residuals(X, rows[g], y, n, beta, e)
+            kept = qr_fit_in_order(X, rows[g], series, 0, 1, n, Q, R, idx, beta, P)
+            _residuals(X, rows[g], series, n, beta, e)
             for i in range(n):
-                fitted[g, i] = y[i] - e[i]
+                fitted[g, i] = series[i] - e[i]
         y_scale = 0.0
         for i in range(n):
-            y_scale = max(y_scale, abs(y[i]))
-        p = pretest_pvalue(e, n, kept, y_scale, h_frac, test, table, table_h, table_p)
+            y_scale = max(y_scale, abs(series[i]))
+        p = pretest_pvalue(e, n, k, kept, y_scale, h_frac, test, table, table_h, table_p)
         p_out[g] = p
         m_out[g] = 0
         if math.isnan(p):
@@ -279,6 +282,10 @@ def _block_step(X, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac
             m_out[g] = m
             _fit_segments(X, cycle, dummy and gap_free[g], Xh, rows[g], comp[g], n, breaks[g], m, scratch, e,
                           gamma, seg_gamma, counts, ones, w, confint[g], fitted[g])
+    for g in range(width):
+        if active[g] and m_out[g] < 0:
+            failed[g] = -m_out[g]
+            active[g] = False
 
 
 @jit()
@@ -386,27 +393,13 @@ def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, 
             any_active = True
         it = 0
         while any_active and it < max_iter:
-            for g in range(width):
-                if active[g]:
-                    for i in range(n_obs[g]):
-                        comp[g, i] = y[g, i] - seasonal[g, i]
-            _block_step(Xt, no_cycle, no_columns, rows, comp, n_obs, gap_free, active, width, h_frac, level_t, asked_t,
-                        test, table, table_h, table_p, t_scratch, best, arg, buffers, tb, tci, trend, m_t, p_t)
-            for g in range(width):
-                if active[g] and m_t[g] < 0:
-                    failed[g] = -m_t[g]
-                    active[g] = False
+            _block_step(Xt, no_cycle, no_columns, rows, y, seasonal, comp, n_obs, gap_free, active, failed, width,
+                        h_frac, level_t, asked_t, test, table, table_h, table_p, t_scratch, best, arg, buffers, tb, tci,
+                        trend, m_t, p_t)
             if seasonal_model:
-                for g in range(width):
-                    if active[g]:
-                        for i in range(n_obs[g]):
-                            comp[g, i] = y[g, i] - trend[g, i]
-                _block_step(Xs, cycle, Xh, rows, comp, n_obs, gap_free, active, width, h_frac, level_s, asked_s,
-                            test, table, table_h, table_p, s_scratch, best, arg, buffers, sb, sci, seasonal, m_s, p_s)
-                for g in range(width):
-                    if active[g] and m_s[g] < 0:
-                        failed[g] = -m_s[g]
-                        active[g] = False
+                _block_step(Xs, cycle, Xh, rows, y, trend, comp, n_obs, gap_free, active, failed, width, h_frac,
+                            level_s, asked_s, test, table, table_h, table_p, s_scratch, best, arg, buffers, sb, sci,
+                            seasonal, m_s, p_s)
             any_active = False
             for g in range(width):
                 if not active[g]:

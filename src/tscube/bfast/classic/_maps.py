@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...figures import (FLAGGED_GREY, NO_BREAK_GREY, grey_layer, grey_legend, label_axes, pyplot, result_map,
-                        status_map, symmetric_limit, year_colours)
+                        status_map, symmetric_limit, year_image)
 from .status import HAS_RESULT, BfastClassicStatus
 
 
@@ -42,21 +42,8 @@ def _count_map(fig, ax, counts: np.ndarray, flagged: np.ndarray, title: str) -> 
 
 
 def _year_map(fig, ax, times: np.ndarray, flagged: np.ndarray, title: str) -> None:
-    from matplotlib.colors import BoundaryNorm
-
     grey_layer(ax, flagged, ~flagged & ~np.isfinite(times))
-    if np.isfinite(times).any():
-        years = np.floor(times + 1e-9)
-        first, last = int(np.nanmin(years)), int(np.nanmax(years))
-        cmap = year_colours(last - first + 1)
-        image = ax.imshow(np.ma.masked_invalid(years), cmap=cmap, norm=BoundaryNorm(np.arange(first, last + 2), cmap.N),
-                          interpolation="nearest", zorder=1)
-        colorbar = fig.colorbar(image, ax=ax, shrink=0.85)
-        step = max(1, int(np.ceil((last - first + 1) / 12)))
-        colorbar.set_ticks(np.arange(first, last + 1, step) + 0.5)
-        colorbar.set_ticklabels([str(y) for y in range(first, last + 1, step)])
-        colorbar.set_label("year")
-    else:  # an invisible colour bar keeps the maps of the figure aligned (and its axes fixed)
+    if year_image(fig, ax, times, "year") is None:  # an invisible colour bar keeps the maps aligned
         colorbar = fig.colorbar(ax.imshow(np.ma.masked_all(times.shape), interpolation="nearest", zorder=1), ax=ax,
                                 shrink=0.85)
         colorbar.ax.set_visible(False)

@@ -20,7 +20,7 @@ from ..core.ols import fit_in_order_qr
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, largest_number_of_breaks, segment_size
 from .confint import break_interval
 from .plan import TEST_TYPES, ClassicPlan
-from .pretest import pretest_pvalue
+from ..core.rules_cpu import pretest_pvalue
 from .result import empty_classic_outputs
 from .start import start_seasonal
 from .status import OVERFLOW_VALUE, BfastClassicStatus
@@ -60,7 +60,7 @@ def component_step(X: np.ndarray, y: np.ndarray, plan: ClassicPlan, which: int) 
     pre-test, the breakpoints if it is significant, the fitted component, the intervals."""
     n, k = X.shape
     beta, _, kept = fit_in_order_qr(X, y)
-    p = pretest_pvalue(y - X @ beta, n, int(kept.sum()), float(np.max(np.abs(y))), plan.h,
+    p = pretest_pvalue(y - X @ beta, n, k, int(kept.sum()), float(np.max(np.abs(y))), plan.h,
                        TEST_TYPES.index(plan.test), MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P)
     if math.isnan(p):
         raise _Stop(BfastClassicStatus.PERFECT_FIT)

@@ -20,6 +20,7 @@ from ..core.bai_perron_cpu import (breaks_of, memo_chunks, memo_holds_room, memo
                                    optimal_partitions, qr_fit_in_order, replay_partitions, replay_scratch, same_rows,
                                    triangle_memo)
 from ..core.inputs import PERFECT_FIT_RTOL, kernel_nodata
+from ..core.rules_cpu import OLS_MOSUM, pretest_pvalue
 from ..core.series_cpu import compact_valid, load_tile
 from .plan import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
 from .result import empty_lite_outputs
@@ -33,56 +34,19 @@ _BLOCK = 32
 
 
 @jit()
-def _interp(x, xp, fp):
-    """np.interp for increasing ``xp``, constant beyond the ends."""
-    if x <= xp[0]:
-        return fp[0]
-    for i in range(1, xp.shape[0]):
-        if x <= xp[i]:
-            return fp[i - 1] + (fp[i] - fp[i - 1]) * (x - xp[i - 1]) / (xp[i] - xp[i - 1])
-    return fp[-1]
-
-
-@jit()
-def _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, P, e, table, table_h, table_p):
-    """R's OLS-MOSUM pre-test p-value over window ``nh`` = floor(n * fraction); NaN when the
-    model fits the series exactly (as :func:`tscube.bfast.lite._reference.pretest`)."""
+def _pretest_pvalue(X, rows, y, n, fraction, Q, R, idx, beta, P, e, table, table_h, table_p):
+    """R's OLS-MOSUM pre-test p-value over window floor(n * fraction); NaN when the model
+    fits the series exactly (as :func:`tscube.bfast.lite._reference.pretest`)."""
     k = X.shape[1]
     nk = qr_fit_in_order(X, rows, y, 0, 1, n, Q, R, idx, beta, P)
-    mean = 0.0
-    rss = 0.0
     y_scale = 0.0
     for i in range(n):
         v = y[i]
         for a in range(k):
             v -= X[rows[i], a] * beta[a]
         e[i] = v
-        mean += v
-        rss += v * v
         y_scale = max(y_scale, abs(y[i]))
-    if not math.sqrt(rss / (n - k)) > PERFECT_FIT_RTOL * y_scale:
-        return math.nan
-    mean /= n
-    ss = 0.0
-    for i in range(n):
-        ss += (e[i] - mean) ** 2
-    sigma = math.sqrt(ss / (n - 1)) * math.sqrt((n - 1) / (n - nk))
-    window = 0.0
-    for i in range(nh):
-        window += e[i]
-    stat = abs(window)
-    for t in range(1, n - nh + 1):
-        window += e[t + nh - 1] - e[t - 1]
-        stat = max(stat, abs(window))
-    stat /= sigma * math.sqrt(n)
-    hh = min(max(fraction, table_h[0]), table_h[-1])
-    crit = np.empty(5)
-    probs = np.empty(5)
-    crit[0], probs[0] = 0.0, 1.0
-    for c in range(4):
-        crit[c + 1] = _interp(hh, table_h, table[:, c])
-        probs[c + 1] = table_p[c]
-    return _interp(stat, crit, probs)
+    return pretest_pvalue(e, n, k, nk, y_scale, fraction, OLS_MOSUM, table, table_h, table_p)
 
 
 @jit()
@@ -106,7 +70,7 @@ def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_ask
     # level None: no pre-test, and numba compiles none (``is None`` on an argument prunes the branch)
     if level is not None:
         if n > k and 1 <= nh < n:  # else R fails; the checks below flag it
-            pv = _pretest_pvalue(X, rows, y, n, nh, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
+            pv = _pretest_pvalue(X, rows, y, n, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
             pretest_p[p] = pv
             if math.isnan(pv):  # an exact fit: the test is undefined
                 status[p] = BfastLiteStatus.PERFECT_FIT

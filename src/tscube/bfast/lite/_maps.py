@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...figures import (FLAGGED_GREY, NO_BREAK_GREY, grey_layer, grey_legend, label_axes, new_figure, pyplot,
-                        result_map, status_map, symmetric_limit, year_colours)
+                        result_map, status_map, symmetric_limit, year_image)
 
 
 def _break_stack(result, name: str) -> np.ndarray:
@@ -68,17 +68,7 @@ def lite_maps(result, *, title: str = "BFAST Lite", figsize=(15, 4.5)):
     ax_n.set_title("number of breaks")
 
     grey_layer(ax_time, ~ok, ok & ~np.isfinite(largest_time))
-    if np.isfinite(largest_time).any():
-        years = np.floor(largest_time + 1e-9)
-        first, last = int(np.nanmin(years)), int(np.nanmax(years))
-        cmap = year_colours(last - first + 1)
-        image = ax_time.imshow(np.ma.masked_invalid(years), cmap=cmap, norm=BoundaryNorm(np.arange(first, last + 2), cmap.N),
-                               interpolation="nearest", zorder=1)
-        colorbar = fig.colorbar(image, ax=ax_time, shrink=0.85)
-        step = max(1, int(np.ceil((last - first + 1) / 12)))
-        colorbar.set_ticks(np.arange(first, last + 1, step) + 0.5)
-        colorbar.set_ticklabels([str(y) for y in range(first, last + 1, step)])
-        colorbar.set_label("year of the largest break")
+    year_image(fig, ax_time, largest_time, "year of the largest break")
     ax_time.set_title("year of the largest break")
     grey_legend(ax_time, [("no break", NO_BREAK_GREY), ("missing / flagged", FLAGGED_GREY)])
 

@@ -1,6 +1,6 @@
-"""The pre-tests of ``bfast()``: ``sctest(efp(model, h, type))``'s p-value from the OLS
-residuals of a component's model, shared by every engine (strucchange ``efp``,
-``sctest.efp``, ``pvalue.efp``)."""
+"""numba kernels of :mod:`.rules`: the pre-tests' p-value, ``sctest(efp(model, h, type))``
+from the OLS residuals of a model (strucchange ``efp``, ``sctest.efp``, ``pvalue.efp``),
+shared by BFAST Lite's cpu engine and both engines of classic BFAST."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import math
 import numpy as np
 
 from ..._jit import jit
-from ..core.inputs import PERFECT_FIT_RTOL
+from .inputs import PERFECT_FIT_RTOL
 
-#: ``type`` codes of the kernels (:data:`tscube.bfast.classic.plan.TEST_TYPES` order).
+#: ``type`` codes of the kernels (classic BFAST's ``TEST_TYPES`` order).
 OLS_MOSUM, OLS_CUSUM = 0, 1
 
 
@@ -28,7 +28,7 @@ def _cusum_pvalue(statistic):
 
 
 @jit()
-def _interp(x, xp, fp):
+def interp(x, xp, fp):
     """``np.interp(x, xp, fp)`` for increasing ``xp``, constant beyond the ends: one small
     loop, where numba's np.interp compiles a version per array layout."""
     if x <= xp[0]:
@@ -52,16 +52,17 @@ def _mosum_pvalue(statistic, h, table, table_h, table_p):
     for c in range(table.shape[1]):
         for i in range(table.shape[0]):
             column[i] = table[i, c]
-        crit[c + 1] = _interp(h, table_h, column)
+        crit[c + 1] = interp(h, table_h, column)
         p[c + 1] = table_p[c]
-    return _interp(statistic, crit, p)
+    return interp(statistic, crit, p)
 
 
 @jit()
-def pretest_pvalue(e, n, k, y_scale, h, test, table, table_h, table_p):
-    """p-value of the pre-test of residuals ``e[:n]`` of an OLS fit with ``k`` kept
-    columns; NaN when the fit is exact (residuals at the rounding level of ``y_scale``,
-    the series' largest magnitude: R's process is then 0 / 0 and R stops)."""
+def pretest_pvalue(e, n, k, kept, y_scale, h, test, table, table_h, table_p):
+    """p-value of the pre-test of residuals ``e[:n]`` of an OLS fit of ``k`` columns,
+    ``kept`` of them not aliased, with bandwidth ``h`` (a fraction of ``n``); NaN when the
+    fit is exact (residuals at the rounding level of ``y_scale``, the series' largest
+    magnitude: R's process is then 0 / 0, and its p-value whatever the rounding gives)."""
     mean = 0.0
     rss = 0.0
     for i in range(n):
@@ -73,7 +74,7 @@ def pretest_pvalue(e, n, k, y_scale, h, test, table, table_h, table_p):
     ss = 0.0
     for i in range(n):
         ss += (e[i] - mean) ** 2
-    sigma = math.sqrt(ss / (n - 1)) * math.sqrt((n - 1) / (n - k))  # R's sdev(e, df)
+    sigma = math.sqrt(ss / (n - 1)) * math.sqrt((n - 1) / (n - kept))  # R's sdev(e, df)
     scale = sigma * math.sqrt(n)
     statistic = 0.0
     if test == OLS_CUSUM:
