@@ -36,6 +36,7 @@ import numpy as np
 
 import tscube
 from bfast_monitor import best_of  # this folder's
+from isa import target  # this folder's
 from tscube.bfast.classic.start import r_stl_windows
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "r_bfast"
@@ -153,8 +154,8 @@ def main(argv=None) -> None:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
     print(json.dumps(dict(bench="machine", cpus=os.cpu_count(), threads=numba.get_num_threads(),
-                          processor=platform.processor() or platform.machine(),
-                          numba_cpu=numba.config.CPU_NAME or "host", load_average=os.getloadavg())), flush=True)
+                          processor=platform.processor() or platform.machine(), **target(),
+                          load_average=os.getloadavg())), flush=True)
     rows = bench_r_series(args.pixels, args.repeat)
     rows += bench_modis(args.pixels, args.repeat)
     rows.append(bench_start(args.pixels, args.repeat))

@@ -13,7 +13,8 @@ JSON line per measurement and a Markdown table at the end, with the time of read
 the data once beside (a parallel sum of ``X``: the memory floor of one pass).
 
 Usage: ``python benchmarks/cluster.py [--n 1000000] [--d 8] [--k 16] [--iters 8]
-[--methods gmm,kmeans]``
+[--methods gmm,kmeans]``; the first line says which instruction set numba compiled for
+(``benchmarks/isa.py`` says how to measure AVX2 on an AVX-512 machine).
 """
 
 from __future__ import annotations
@@ -65,7 +66,10 @@ def main():
     from tscube.cluster import GaussianMixture, KMeans
     from tscube.datasets._gmm import make_gmm
 
+    from isa import target  # this folder's
+
     warnings.simplefilter("ignore")
+    print(json.dumps(dict(machine=True, cpus=os.cpu_count(), **target())), flush=True)
     X, _ = make_gmm(args.n, args.d, args.k, random_state=0)
     rng = np.random.default_rng(1)
     means = X[rng.choice(args.n, args.k, replace=False)]

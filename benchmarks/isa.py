@@ -1,0 +1,59 @@
+"""The instruction set numba compiles the benchmarks' kernels for, and how to measure
+another one on this machine.
+
+numba compiles for the host CPU unless ``NUMBA_CPU_NAME`` and ``NUMBA_CPU_FEATURES`` say
+otherwise, and it takes the host's **features** whenever ``NUMBA_CPU_FEATURES`` is unset:
+``NUMBA_CPU_NAME=haswell`` alone on an AVX-512 machine still emits AVX-512 code. To
+measure how the kernels behave on an AVX2 machine (16 ymm registers, no masking, no
+vector conversions between float64 and 64-bit integers), set both::
+
+    NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES="$(python benchmarks/isa.py --avx2-features)" \\
+        python benchmarks/cluster.py --methods kmeans
+
+(``--avx2-features``: this host's features with every AVX-512 extension turned off).
+Each benchmark prints :func:`target` in its machine line; a separate numba cache folder
+per target is not needed (numba keys its cache by CPU name and features).
+
+Usage: ``python benchmarks/isa.py [--avx2-features]``
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+#: Features an AVX2-only x86 CPU lacks (every AVX-512 extension, and what builds on it).
+_NOT_ON_AVX2 = ("avx512", "amx-", "avxvnni", "evex512", "avx10")
+
+
+def avx2_features() -> str:
+    """This host's LLVM features with the AVX-512 family off: numba's target for an AVX2
+    machine of this generation."""
+    import llvmlite.binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    return ",".join(("-" if name.startswith(_NOT_ON_AVX2) or not on else "+") + name
+                    for name, on in features.items())
+
+
+def target() -> dict:
+    """The CPU name and the widest vector extension numba compiles for here."""
+    import llvmlite.binding as llvm
+    import numba
+
+    name = numba.config.CPU_NAME or llvm.get_host_cpu_name()
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        on = {f for f, enabled in llvm.get_host_cpu_features().items() if enabled}
+    else:
+        on = {f[1:] for f in features.split(",") if f.startswith("+")}
+    vector = next((isa for isa, flag in (("AVX-512", "avx512f"), ("AVX2", "avx2"), ("AVX", "avx"), ("NEON", "neon"))
+                   if flag in on), "SSE")
+    return dict(numba_cpu=name, vector_isa=vector, target_set=numba.config.CPU_NAME is not None)
+
+
+if __name__ == "__main__":
+    if "--avx2-features" in sys.argv[1:]:
+        print(avx2_features())
+    else:
+        print(json.dumps(target()))
