@@ -248,8 +248,10 @@ def _kmeans_kernel(task, n_tasks, X, centers, block, n_blocks, sums_only, labels
         stop = min((b + 1) * block, n_samples)
         for t0 in range(b * block, stop, KMEANS_TILE):
             m = min(KMEANS_TILE, stop - t0)
-            for j in range(n_feat):
-                for i in range(m):
+            # row by row: each sample's features are one contiguous load; column by column
+            # (a load per cache line and feature) took twice as long, a third of the kernel
+            for i in range(m):
+                for j in range(n_feat):
                     xt[j, i] = X[t0 + i, j]
             _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat)
             n_close = 0
