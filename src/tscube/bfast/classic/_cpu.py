@@ -200,9 +200,10 @@ def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, fai
     component), its no-break fit and pre-test; the Bai–Perron programmes of the pixels
     that need them, those with the same valid dates together as lanes; per pixel the
     number of breaks, the fits and intervals. ``m_out[g]``: the breaks found; where R
-    stops, the pixel leaves ``active`` with its status in ``failed``. ``cycle``: the dummy model's seasons (its gap-free pixels
-    in closed form), else empty; ``Xh`` as :func:`_fit_segments`. (Empty arrays, not
-    None: one compiled version serves every component.)"""
+    stops, the pixel leaves ``active`` with its status in ``failed``. ``cycle``: the
+    dummy model's seasons (its gap-free pixels in closed form), else empty; ``Xh`` as
+    :func:`_fit_segments`. (Empty arrays, not None: one compiled version serves every
+    component.)"""
     Q, R, idx, beta, P, Px, S, U, YY, seg_beta, memo, replay = scratch
     e, w, ones, counts, gamma, seg_gamma, means, seg, group, need = buffers
     k = X.shape[1]
@@ -310,8 +311,7 @@ def _full_position(rows, n, index):
 
 @jit(nogil=True)
 def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, cycle, no_columns, no_cycle, h_frac,
-                    level_t, level_s,
-                    asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m, block,
+                    level_t, level_s, asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m, block,
                     status, n_iter, magnitude, magnitude_index, magnitudes, trend_out, seasonal_out, remainder_out,
                     n_trend, trend_index, trend_ci, trend_p, n_season, season_index, season_ci, season_p,
                     iter_trend, iter_season):
@@ -320,11 +320,12 @@ def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, 
 
     ``values`` (T, P) any numeric dtype; ``start`` (T, P) the STL start's seasonal;
     ``status`` holds the start's verdict on entry. ``Xt``, ``Xs``: the trend and seasonal
-    designs (``Xs`` without columns: no seasonal model); ``Xh``: the harmonic columns of ``Xs`` when
-    its segments share the intercept, else no columns; ``cycle``: each date's season for
-    the dummy model, else empty; ``no_columns``, ``no_cycle``: empty arrays of the types
-    of ``Xh`` and ``cycle``, for the trend step. ``asked_*``: breaks asked for (-1: BIC); ``test``: the
-    :data:`TEST_TYPES` index. Outputs as :func:`empty_classic_outputs`."""
+    designs (``Xs`` without columns: no seasonal model); ``Xh``: the harmonic columns of
+    ``Xs`` when its segments share the intercept, else no columns; ``cycle``: each date's
+    season for the dummy model, else empty; ``no_columns``, ``no_cycle``: empty arrays
+    of the types of ``Xh`` and ``cycle``, for the trend step. ``asked_*``: breaks asked
+    for (-1: BIC); ``test``: the :data:`TEST_TYPES` index. Outputs as
+    :func:`empty_classic_outputs`."""
     T, P = values.shape
     seasonal_model = Xs.shape[1] > 0
     n_seasons = Xs.shape[1] + 1 if seasonal_model else 1
