@@ -20,6 +20,7 @@ import numpy as np
 
 import tscube
 from bfast_monitor import best_of as best_time  # benchmarks/bfast_monitor.py, same folder
+from isa import target  # this folder's
 from tscube.datasets import make_cube
 
 
@@ -31,7 +32,7 @@ def main() -> None:
     parser.add_argument("--reference-pixels", type=int, default=32)
     args = parser.parse_args()
     machine = dict(cores=os.cpu_count(), processor=platform.processor() or platform.machine(),
-                   load=os.getloadavg()[0])
+                   load=os.getloadavg()[0], **target())
     histories = ("all", "ROC", "BP")
     for name in args.datasets.split(","):
         cube = make_cube(name, seed=1)

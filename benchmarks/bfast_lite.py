@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numba
@@ -33,6 +34,7 @@ import numpy as np
 
 import tscube
 from bfast_monitor import best_of  # this folder's
+from isa import target  # this folder's
 from tscube.datasets import make_cube
 
 #: R bfastlite seconds per pixel on one core (no gaps, 20 % missing), from the fixtures'
@@ -148,6 +150,8 @@ def main(argv=None) -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
+    print(json.dumps(dict(bench="machine", cpus=os.cpu_count(), threads=numba.get_num_threads(), **target())),
+          flush=True)
     rows = bench_modis(args.pixels, args.repeat)
     rows += [bench_against_monitor(name, args.pixels, args.repeat) for name in ("D2", "peru_small")]
     rows.append(bench_detection(400))

@@ -283,7 +283,9 @@ def main(argv=None) -> int:
         grams = args.gram.split(",") if args.gram else list(FORMULATIONS)
     else:
         grams = [None]
-    emit(dict(benchmark="machine", cpus=os.cpu_count(), threads=_threads(), load_average=os.getloadavg()))
+    from isa import target  # this folder's
+
+    emit(dict(benchmark="machine", cpus=os.cpu_count(), threads=_threads(), load_average=os.getloadavg(), **target()))
     first_call = first_calls(args.engine, grams)
     emit(dict(benchmark="first_call", engine=args.engine, seconds=first_call))
     records = []
