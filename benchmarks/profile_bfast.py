@@ -1,6 +1,6 @@
 """Where the cpu engine of BFAST Monitor spends its time, by numba function (Linux ``perf``).
 
-    python benchmarks/profile_bfast.py [--preset D1] [--threads 1] [--seconds 8] [--json]
+    python benchmarks/profile_bfast.py [--preset D1] [--history all] [--threads 1] [--seconds 8] [--json]
 
 numba's JIT code has no symbols that ``perf`` can see. This script compiles the engine
 into a fresh numba cache folder (so that the object code is at hand; ~1 minute), writes
@@ -73,6 +73,7 @@ def _short_name(mangled: str) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="D1", help="make_cube preset")
+    parser.add_argument("--history", default="all", choices=["all", "ROC", "BP"], help="history selection")
     parser.add_argument("--threads", type=int, default=1, help="numba threads")
     parser.add_argument("--seconds", type=float, default=8.0, help="sampling time")
     parser.add_argument("--top", type=int, default=15)
@@ -89,16 +90,20 @@ def main(argv=None) -> int:
 
     from tscube import bfast_monitor
     from tscube.bfast.monitor import _cpu
+    from tscube.bfast.monitor.history import _cpu as _history_cpu
     from tscube.datasets import make_cube
 
     numba.set_num_threads(args.threads)
     cube = make_cube(args.preset)
+    # compile here: a kernel compiled in another process (compile_elsewhere) comes from the
+    # cache, which keeps no object code to map
+    _cpu.compile_elsewhere = lambda kernel, arguments: False
 
     def call():
-        bfast_monitor(cube.data, cube.dates, cube.start, order=3, freq=23, history="all", engine="cpu")
+        bfast_monitor(cube.data, cube.dates, cube.start, order=3, freq=23, history=args.history, engine="cpu")
 
     call()  # compiles
-    ranges = _function_ranges(_cpu)
+    ranges = _function_ranges(_cpu) + _function_ranges(_history_cpu)
     with open(f"/tmp/perf-{os.getpid()}.map", "w") as handle:
         for address, size, name in ranges:
             handle.write(f"{address:x} {size:x} {name}\n")
@@ -128,13 +133,16 @@ def main(argv=None) -> int:
         if len(fields) >= 3 and fields[0].endswith("%") and not line.startswith("#"):
             shares.append((float(fields[0][:-1]), " ".join(fields[2:])))
     shares.sort(reverse=True)
-    record = dict(preset=args.preset, threads=args.threads, calls=len(calls),
+    from isa import target  # this folder's
+
+    record = dict(preset=args.preset, history=args.history, threads=args.threads, calls=len(calls), **target(),
                   best_call_s=min(calls) if calls else None,
                   functions={name: share for share, name in shares[: args.top]})
     if args.json:
         print(json.dumps(record))
     else:
-        print(f"{args.preset}, {args.threads} thread(s), {len(calls)} calls, best {min(calls):.4f} s")
+        print(f"{args.preset}, history {args.history}, {record['vector_isa']} ({record['numba_cpu']}), "
+              f"{args.threads} thread(s), {len(calls)} calls, best {min(calls):.4f} s")
         for share, name in shares[: args.top]:
             print(f"{share:6.2f}%  {name}")
     shutil.rmtree(cache, ignore_errors=True)

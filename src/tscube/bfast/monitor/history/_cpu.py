@@ -178,17 +178,26 @@ def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
         S[U(S_YMAX * W + q)] = 0.0
     for q in range(width):
         at = U(q)  # flat index of the lane's next free row
-        top = 0.0
         base = U(q * row)
+        # every value is stored at the next free row, which advances only past a valid one
+        # (a missing value is overwritten by the next): no select on ``good`` but the step,
+        # where a select per store made LLVM branch on it without AVX-512's mask
+        # registers, a mispredicted branch per missing value (4x slower on AVX2)
         for u in range(stop):
             t = U(stop - 1 - u)
             v = flat[base + t]
             good = (v == v) & (abs(v) != np.inf) & ((v != nodata) | (not has_nodata))
             rows[at] = np.int32(t)
-            yc[at] = v if good else 0.0
-            at += U(W) if good else U(0)
-            top = max(top, abs(v)) if good else top
-        S[U(S_COUNT * W + q)] = (at - U(q)) // U(W)
+            yc[at] = v
+            at += U(W) * U(good)
+        if at < U(yc.shape[0]):
+            yc[at] = 0.0  # the row after the last valid one may hold a missing value: rows past
+            #               a lane's count are read (times a zero weight), so they stay finite
+        count = (at - U(q)) // U(W)
+        top = 0.0
+        for i in range(count):
+            top = max(top, abs(yc[U(q) + U(i) * U(W)]))
+        S[U(S_COUNT * W + q)] = count
         S[U(S_YMAX * W + q)] = top
 
 
