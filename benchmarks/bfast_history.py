@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--datasets", default="D1,D2,D3,D4,D5,D6,peru_small")
     parser.add_argument("--engine", default="cpu")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--reference-pixels", type=int, default=32)
+    parser.add_argument("--reference-pixels", type=int, default=32, help="0: do not time the reference engine")
     args = parser.parse_args()
     machine = dict(cores=os.cpu_count(), processor=platform.processor() or platform.machine(),
                    load=os.getloadavg()[0], **target())
@@ -49,16 +49,19 @@ def main() -> None:
         subset = np.ascontiguousarray(cube.data.reshape(cube.data.shape[0], -1)[:, : args.reference_pixels])
         for history in histories:
             seconds = best[history]
-            reference = best_time(lambda: tscube.bfast_monitor(subset, cube.dates, cube.start, freq=23, history=history, engine="reference"), 1)
-            per_pixel_reference = reference / subset.shape[1]
+            per_pixel_reference = None  # --reference-pixels 0: the reference engine is not timed
+            if subset.shape[1]:
+                reference = best_time(lambda: tscube.bfast_monitor(subset, cube.dates, cube.start, freq=23,
+                                                                   history=history, engine="reference"), 1)
+                per_pixel_reference = reference / subset.shape[1]
             result = runs[history]()
             print(json.dumps(dict(
                 benchmark="bfast_history", dataset=name, history=history, engine=args.engine,
                 pixels=n_pixels, dates=cube.data.shape[0], seconds=round(seconds, 4),
                 first_call_seconds=round(first_call[history], 4), pixels_per_second=round(n_pixels / seconds),
                 ratio_to_all=round(seconds / best["all"], 2),
-                reference_ms_per_pixel=round(per_pixel_reference * 1e3, 3),
-                speedup_vs_reference=round(per_pixel_reference * n_pixels / seconds, 1),
+                reference_ms_per_pixel=per_pixel_reference and round(per_pixel_reference * 1e3, 3),
+                speedup_vs_reference=per_pixel_reference and round(per_pixel_reference * n_pixels / seconds, 1),
                 mean_history_fraction=round(float(np.mean(result.n_history)) / max(float(np.mean(result.n_valid)), 1), 3),
                 **machine,
             )), flush=True)
