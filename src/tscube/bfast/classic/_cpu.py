@@ -28,15 +28,14 @@ import numpy as np
 
 from ..._jit import compile_elsewhere, jit
 from ..._threads import run_tasks
-from ..core.bai_perron_cpu import (breaks_of, dummy_partitions, memo_chunks, memo_holds_room, memo_recorded,
-                                   minus_2_loglik, optimal_partitions, qr_fit_in_order, replay_partitions,
-                                   replay_scratch, triangle_memo)
+from ..core.bai_perron_cpu import (breaks_of, dummy_partitions, fit_residuals, group_partitions, memo_chunks,
+                                   minus_2_loglik, qr_fit_in_order, replay_scratch, triangle_memo)
 from ..core.inputs import invalid_mask, kernel_nodata
-from ..core.series_cpu import compact_valid, load_tile, tile_buffer
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
+from ..core.rules_cpu import pretest_pvalue
+from ..core.series_cpu import compact_valid, load_tile, tile_buffer
 from .confint import break_interval
 from .plan import TEST_TYPES, ClassicPlan
-from ..core.rules_cpu import pretest_pvalue
 from .result import empty_classic_outputs
 from .start import start_seasonal
 from .status import OVERFLOW_VALUE, BfastClassicStatus
@@ -58,17 +57,6 @@ def _design_scratch(n_times, k, max_m, lanes):
     return (np.empty((k, n_times)), np.empty((k, k)), np.empty(k, dtype=np.int64), np.empty(k), np.empty((k, k)),
             np.empty(k), np.empty((n_times + 1, k, k)), np.empty((n_times + 1, k)), np.empty(n_times + 1),
             np.empty((max_m + 1, k)), triangle_memo(n_times, k), replay_scratch(n_times, k, lanes))
-
-
-@jit()
-def _residuals(X, rows, y, n, beta, e):
-    """``e = y - X beta`` on the ``n`` compacted rows."""
-    k = X.shape[1]
-    for i in range(n):
-        v = y[i]
-        for a in range(k):
-            v -= X[rows[i], a] * beta[a]
-        e[i] = v
 
 
 @jit()
@@ -121,6 +109,12 @@ def _mean_square_change_dummy(cycle, first, stop, before, after):
 
 
 @jit()
+def _segment(breaks, m, n, s):
+    """``(first, stop)``: the rows of segment ``s`` of the ``m + 1`` that ``breaks`` cut."""
+    return 0 if s == 0 else breaks[s - 1] + 1, n if s == m else breaks[s] + 1
+
+
+@jit()
 def _joint_harmonic_fit(Xh, rows, y, n, breaks, m, ones, w, Q, R, idx, beta, P, fitted):
     """Fitted values of R's ``y ~ (harmonics) %in% breakfactor(bp)`` (one intercept, the
     harmonics per segment): with each segment's projection M_s off its harmonics, the
@@ -128,29 +122,29 @@ def _joint_harmonic_fit(Xh, rows, y, n, breaks, m, ones, w, Q, R, idx, beta, P, 
     from their fits of ``y`` and of ``1``."""
     k = Xh.shape[1]
     beta_one = np.empty((m + 1, k))
+    beta_y = np.empty((m + 1, k))
     num = 0.0
     den = 0.0
     for s in range(m + 1):
-        first = 0 if s == 0 else breaks[s - 1] + 1
-        stop = n if s == m else breaks[s] + 1
+        first, stop = _segment(breaks, m, n, s)
         qr_fit_in_order(Xh, rows, ones, first, 1, stop - first, Q, R, idx, beta, P)
         for a in range(k):
             beta_one[s, a] = beta[a]
-        _residuals(Xh, rows[first:], ones[first:], stop - first, beta, w)
+        fit_residuals(Xh, rows[first:], ones[first:], stop - first, beta, w)
         qr_fit_in_order(Xh, rows, y, first, 1, stop - first, Q, R, idx, beta, P)
-        _residuals(Xh, rows[first:], y[first:], stop - first, beta, fitted[first:])
+        for a in range(k):
+            beta_y[s, a] = beta[a]
+        fit_residuals(Xh, rows[first:], y[first:], stop - first, beta, fitted[first:])
         for i in range(stop - first):
             num += w[i] * fitted[first + i]
             den += w[i] * w[i]
     c = num / den
     for s in range(m + 1):
-        first = 0 if s == 0 else breaks[s - 1] + 1
-        stop = n if s == m else breaks[s] + 1
-        qr_fit_in_order(Xh, rows, y, first, 1, stop - first, Q, R, idx, beta, P)
+        first, stop = _segment(breaks, m, n, s)
         for i in range(first, stop):
             v = c
             for a in range(k):
-                v += Xh[rows[i], a] * (beta[a] - c * beta_one[s, a])
+                v += Xh[rows[i], a] * (beta_y[s, a] - c * beta_one[s, a])
             fitted[i] = v
 
 
@@ -165,22 +159,21 @@ def _fit_segments(X, cycle, dummy, Xh, rows, y, n, breaks, m, scratch, e, gamma,
     k = X.shape[1]
     rss = 0.0
     for s in range(m + 1):
-        first = 0 if s == 0 else breaks[s - 1] + 1
-        stop = n if s == m else breaks[s] + 1
+        first, stop = _segment(breaks, m, n, s)
         if dummy:
             _dummy_fit(cycle, seg_gamma.shape[1], y, first, stop, counts, seg_gamma[s], e, fitted)
         else:
             qr_fit_in_order(X, rows, y, first, 1, stop - first, Q, R, idx, beta, P)
             for a in range(k):
                 seg_beta[s, a] = beta[a]
-            _residuals(X, rows[first:], y[first:], stop - first, beta, e[first:])
+            fit_residuals(X, rows[first:], y[first:], stop - first, beta, e[first:])
             for i in range(first, stop):
                 fitted[i] = y[i] - e[i]
         for i in range(first, stop):
             rss += e[i] * e[i]
-    for r in range(m):
-        first = 0 if r == 0 else breaks[r - 1] + 1
-        stop = n if r + 1 == m else breaks[r + 1] + 1
+    for r in range(m):  # the break between segments r and r + 1
+        first = _segment(breaks, m, n, r)[0]
+        stop = _segment(breaks, m, n, r + 1)[1]
         if dummy:
             q1 = _mean_square_change_dummy(cycle, first, breaks[r] + 1, seg_gamma[r], seg_gamma[r + 1])
             q2 = _mean_square_change_dummy(cycle, breaks[r] + 1, stop, seg_gamma[r], seg_gamma[r + 1])
@@ -221,7 +214,7 @@ def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, fai
             kept = k
         else:
             kept = qr_fit_in_order(X, rows[g], series, 0, 1, n, Q, R, idx, beta, P)
-            _residuals(X, rows[g], series, n, beta, e)
+            fit_residuals(X, rows[g], series, n, beta, e)
             for i in range(n):
                 fitted[g, i] = series[i] - e[i]
         y_scale = 0.0
@@ -254,17 +247,8 @@ def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, fai
         if dummy and gap_free[q]:
             dummy_partitions(cycle, gamma.shape[0], comp, group[:size], n, h, M, best, arg, 0, counts, means, seg)
         else:
-            first = 0  # the group's pixels from here on replay the memo
-            if not memo_recorded(memo, rows[q], n, h):
-                shared = size > 1 and memo_holds_room(memo, n)
-                first = 1 if shared else size
-                for gi in range(first):
-                    r = group[gi]
-                    optimal_partitions(X, rows[r], comp[r], n, h, M, best, arg, gi, w, Q, R, idx, beta, P, Px, S, U,
-                                       YY, memo, shared)
-            if first < size:
-                replay_partitions(X, rows[q], comp, group[first:size], n, h, M, best, arg, first, memo, replay, beta,
-                                  P, Px, Q, R, idx, w)
+            group_partitions(X, rows, comp, group[:size], n, h, M, best, arg, memo, replay, w, Q, R, idx, beta, P, Px,
+                             S, U, YY)
         for gi in range(size):
             g = group[gi]
             if asked >= 0:

@@ -129,6 +129,17 @@ def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
     return nk
 
 
+@jit()
+def fit_residuals(X, rows, y, n, beta, e):
+    """``e = y - X beta`` on the first ``n`` compacted rows (``y[i]`` of row ``rows[i]``)."""
+    k = X.shape[1]
+    for i in range(n):
+        v = y[i]
+        for a in range(k):
+            v -= X[rows[i], a] * beta[a]
+        e[i] = v
+
+
 @jit(error_model="numpy")
 def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P, Px, refits=_REFITS):
     """Recursive residuals (strucchange ``recresid``) of ``count`` compacted rows from
@@ -771,6 +782,28 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
             _programme_row(best, arg, M, n, h, lane, G, i, i + h - 1, seg, stop - i - h + 1)
         if back:
             _programme_row(best, arg, M, n, h, lane, G, i, n - 1, last[i:], 1)
+
+
+@jit()
+def group_partitions(X, rows, Y, group, n, h, M, best, arg, memo, scratch, w, Q, R, idx, beta, P, Px, S, U, YY):
+    """:func:`optimal_partitions` of the pixels ``group`` (rows of ``rows`` and ``Y``), which
+    share their compacted rows, ``n`` and ``h``, into lanes ``0..len(group)-1``: where
+    ``memo`` does not hold these rows yet, the first pixel records it for the others (or,
+    without room for it, each pixel runs alone), and the rest replay it as lanes
+    (:func:`replay_partitions`; ``scratch``: :func:`replay_scratch` for the group)."""
+    size = group.shape[0]
+    q = group[0]
+    first = 0  # the group's pixels from here on replay the memo
+    if not memo_recorded(memo, rows[q], n, h):
+        shared = size > 1 and memo_holds_room(memo, n)
+        first = 1 if shared else size
+        for g in range(first):
+            r = group[g]
+            optimal_partitions(X, rows[r], Y[r], n, h, M, best, arg, g, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
+                               shared)
+    if first < size:
+        replay_partitions(X, rows[q], Y, group[first:size], n, h, M, best, arg, first, memo, scratch, beta, P, Px, Q,
+                          R, idx, w)
 
 
 @jit()

@@ -16,9 +16,8 @@ import numpy as np
 from ..._jit import jit
 from ..._threads import run_tasks
 from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
-from ..core.bai_perron_cpu import (breaks_of, memo_chunks, memo_holds_room, memo_recorded, minus_2_loglik,
-                                   optimal_partitions, qr_fit_in_order, replay_partitions, replay_scratch, same_rows,
-                                   triangle_memo)
+from ..core.bai_perron_cpu import (breaks_of, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
+                                   qr_fit_in_order, replay_scratch, same_rows, triangle_memo)
 from ..core.inputs import PERFECT_FIT_RTOL, kernel_nodata
 from ..core.rules_cpu import OLS_MOSUM, pretest_pvalue
 from ..core.series_cpu import compact_valid, load_tile
@@ -37,16 +36,12 @@ _BLOCK = 32
 def _pretest_pvalue(X, rows, y, n, fraction, Q, R, idx, beta, P, e, table, table_h, table_p):
     """R's OLS-MOSUM pre-test p-value over window floor(n * fraction); NaN when the model
     fits the series exactly (as :func:`tscube.bfast.lite._reference.pretest`)."""
-    k = X.shape[1]
     nk = qr_fit_in_order(X, rows, y, 0, 1, n, Q, R, idx, beta, P)
+    fit_residuals(X, rows, y, n, beta, e)
     y_scale = 0.0
     for i in range(n):
-        v = y[i]
-        for a in range(k):
-            v -= X[rows[i], a] * beta[a]
-        e[i] = v
         y_scale = max(y_scale, abs(y[i]))
-    return pretest_pvalue(e, n, k, nk, y_scale, fraction, OLS_MOSUM, table, table_h, table_p)
+    return pretest_pvalue(e, n, X.shape[1], nk, y_scale, fraction, OLS_MOSUM, table, table_h, table_p)
 
 
 @jit()
@@ -281,17 +276,8 @@ def _lite_kernel(c, n_chunks, values, nodata, has_nodata, X, trend_raw, time, tr
                     group[size] = e
                     size += 1
                 e += 1
-            first = 0  # the group's pixels from here on replay the memo
-            if not memo_recorded(memo, rows[q], n, h):
-                shared = size > 1 and memo_holds_room(memo, n)
-                first = 1 if shared else size
-                for g in range(first):  # the first records the memo for the others, or each alone
-                    r = group[g]
-                    optimal_partitions(X, rows[r], y[r], n, h, M[q], best, arg, g, w, Q, R, idx, beta, Pinv, Px,
-                                       S, U, YY, memo, shared)
-            if first < size:
-                replay_partitions(X, rows[q], y, group[first:size], n, h, M[q], best, arg, first, memo, scratch,
-                                  beta, Pinv, Px, Q, R, idx, w)
+            group_partitions(X, rows, y, group[:size], n, h, M[q], best, arg, memo, scratch, w, Q, R, idx, beta, Pinv,
+                             Px, S, U, YY)
             for g in range(size):
                 r = group[g]
                 _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
