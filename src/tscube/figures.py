@@ -19,6 +19,9 @@ FLAGGED_GREY = "0.45"
 
 NO_BREAK_GREY = "0.86"
 
+#: Colour of breaks, their confidence intervals and monitoring boundaries in pixel plots.
+BREAK_RED = "#d7301f"
+
 def pyplot():
     """matplotlib.pyplot, on the Agg backend unless pyplot is already in use or the session is interactive."""
     import sys

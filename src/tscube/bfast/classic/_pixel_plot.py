@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...figures import new_figure
+from ...figures import BREAK_RED, new_figure
 from ...timeaxis import build_time_axis
 from ...xarray_blocks import is_xarray, time_coordinate
 from .status import HAS_RESULT, BfastClassicStatus
 
-#: Colour of the breaks and their confidence intervals (as Lite's pixel plot).
-BREAK_RED = "#d7301f"
 #: Height of the confidence-interval bars, as a fraction of their panel (near the bottom,
 #: where strucchange's ``lines(confint(...))`` draws them).
 CONFINT_HEIGHT = 0.06

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...figures import new_figure, pixel_series
+from ...figures import BREAK_RED, new_figure, pixel_series
 from ...timeaxis import build_time_axis
 from ..core.design import build_design
 from ._array import bfast_lite_array
@@ -65,7 +65,7 @@ def plot_lite_pixel(data, dates=None, *, x=None, y=None, coords: str = "auto", e
                                   label="trend" if s == 0 else None, zorder=3)
                 line.set_gid("trend")
         for l, when in enumerate(result.break_time[:m, 0]):
-            (line,) = ax.plot([when, when], [0, 1], color="#d7301f", ls="--", lw=1.6,
+            (line,) = ax.plot([when, when], [0, 1], color=BREAK_RED, ls="--", lw=1.6,
                               transform=blended_transform_factory(ax.transData, ax.transAxes),
                               label="break" if l == 0 else None)
             line.set_gid("break")

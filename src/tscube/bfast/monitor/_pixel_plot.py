@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...figures import new_figure, pixel_series
+from ...figures import BREAK_RED, new_figure, pixel_series
 from ...timeaxis import TIME_TOL, build_time_axis
 from ..core.design import build_design
 from ._array import bfast_monitor_array
@@ -105,7 +105,7 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
                             label="start of monitoring" if axes is ax else None)
         line.set_gid("start")
         if np.isfinite(break_time):
-            (line,) = axes.plot([break_time, break_time], [0, 1], color="#d7301f", ls="--", lw=1.8,
+            (line,) = axes.plot([break_time, break_time], [0, 1], color=BREAK_RED, ls="--", lw=1.8,
                                 transform=blended_transform_factory(axes.transData, axes.transAxes),
                                 label=f"break ({break_time:.3f})" if axes is ax else None)
             line.set_gid("break")
@@ -119,9 +119,9 @@ def plot_pixel(data, dates=None, start=None, *, x=None, y=None, coords: str = "a
     if shown.any():
         (line,) = ax_mosum.plot(t[shown], process[shown], "-o", ms=2.5, color="black", lw=1, label=f"{kind[4:]} process")
         line.set_gid("process")
-        (line,) = ax_mosum.plot(t[shown], boundary[shown], color="#d7301f", lw=1.2, label="boundary")
+        (line,) = ax_mosum.plot(t[shown], boundary[shown], color=BREAK_RED, lw=1.2, label="boundary")
         line.set_gid("boundary")
-        ax_mosum.plot(t[shown], -boundary[shown], color="#d7301f", lw=1.2)
+        ax_mosum.plot(t[shown], -boundary[shown], color=BREAK_RED, lw=1.2)
         ax_mosum.axhline(0, color="0.6", lw=0.8)
     else:
         ax_mosum.text(0.5, 0.5, f"no {kind[4:]} process (status {status.name})", ha="center", va="center",
