@@ -19,9 +19,10 @@ from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
 from ..core.bai_perron_cpu import (breaks_of, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
                                    qr_fit_in_order, replay_scratch, same_rows, triangle_memo)
 from ..core.inputs import PERFECT_FIT_RTOL, kernel_nodata
+from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.rules_cpu import OLS_MOSUM, pretest_pvalue
 from ..core.series_cpu import compact_valid, load_tile
-from .plan import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, SELECTIONS, LitePlan
+from .plan import SELECTIONS, LitePlan
 from .result import empty_lite_outputs
 from .status import OVERFLOW_VALUE, BfastLiteStatus
 

@@ -15,8 +15,8 @@ import numpy as np
 from ..core import bai_perron
 from ..core.inputs import PERFECT_FIT_RTOL, invalid_mask
 from ..core.ols import fit_in_order_qr
-from .plan import (SELECTIONS, LitePlan, largest_number_of_breaks, pretest_bandwidth, pretest_pvalue,
-                   segment_size)
+from ..core.rules import largest_number_of_breaks, pretest_bandwidth, pretest_pvalue, segment_size
+from .plan import SELECTIONS, LitePlan
 from .result import empty_lite_outputs
 from .status import OVERFLOW_VALUE, BfastLiteStatus
 

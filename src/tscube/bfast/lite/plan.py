@@ -11,8 +11,7 @@ import numpy as np
 from ...timeaxis import TimeAxis
 from ..core.design import Design, build_design
 from ..core.inputs import check_nodata, check_order
-from ..core.rules import (MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE, largest_number_of_breaks,  # noqa: F401
-                          pretest_bandwidth, pretest_pvalue, segment_size)
+from ..core.rules import largest_number_of_breaks, segment_size
 
 #: How the number of breaks is chosen (``LitePlan.selection``).
 SELECTIONS = ("LWZ", "BIC", "RSS", "all", "number")
