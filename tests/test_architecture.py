@@ -40,7 +40,7 @@ LAYERS = {
         # 4. algorithms built on others: classic BFAST starts from a periodic STL
         "bfast": 4,
         # 5. public faces and the command line
-        "xr": 5, "plot": 5, "warmup": 5, "cli": 5, "": 6,
+        "xr": 5, "plot": 5, "warmup": 5, "viewer": 5, "cli": 5, "": 6,
     },
     "bfast": {"core": 1, "monitor": 2, "lite": 2, "classic": 2, "nrt": 3, "": 4},
 }

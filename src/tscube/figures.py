@@ -47,11 +47,13 @@ def new_figure(n_panels: int, figsize, *, rows: int = 1, **kwargs):
         fig, axes = plt.subplots(rows, 1, figsize=figsize, constrained_layout=True, **kwargs)
     return fig, np.atleast_1d(axes)
 
-def read_result(path):
+def read_result(path, *, load: bool = True):
     """A result file (``.tif``, ``.nc``, ``.zarr``) as an :class:`xarray.Dataset` of maps.
 
     GeoTIFF bands become variables named by their band descriptions; the ``tscube_*``
     tags become attrs (``tscube_function`` tells BFAST Monitor from STL results).
+    ``load=False``: opened lazily, each variable (or window of it) read when used, as
+    ``tscube view`` reads a large result.
     """
     import xarray as xr
 
@@ -61,14 +63,20 @@ def read_result(path):
     suffix = path.suffix.lower()
     if suffix == ".zarr" or path.is_dir():
         check_complete(path)
+        if not load:
+            return xr.open_zarr(path, decode_coords="all", chunks=None)
         return xr.open_zarr(path, decode_coords="all").load()
     if suffix in (".nc", ".nc4", ".netcdf"):
+        if not load:
+            return xr.open_dataset(path, decode_coords="all")
         with xr.open_dataset(path, decode_coords="all") as ds:
             return ds.load()
     if suffix in (".tif", ".tiff"):
         import rioxarray
 
-        bands = rioxarray.open_rasterio(path, masked=True).load()
+        bands = rioxarray.open_rasterio(path, masked=True)
+        if load:
+            bands = bands.load()
         names = bands.attrs.get("long_name")
         names = [names] if isinstance(names, str) else list(names or [])
         if len(names) != bands.sizes["band"]:

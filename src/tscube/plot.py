@@ -11,7 +11,8 @@
   break, and the MOSUM process with its boundary (like R's ``plot.bfastmonitor``);
 * :func:`plot_lite_pixel`: one pixel's series with every segment's fit and break;
 * :func:`plot_classic_pixel`: one pixel's data, seasonal, trend and remainder with the
-  breaks and their confidence intervals (like R's ``plot.bfast``).
+  breaks and their confidence intervals (like R's ``plot.bfast``);
+* :func:`plot_stl_pixel`: one series' STL in four panels (like R's ``plot.stl``).
 
 Maps take in-memory results (:class:`~tscube.bfast.BfastMonitorResult`,
 :class:`~tscube.stl.StlResult`) and :class:`xarray.Dataset` results, also those read
@@ -26,10 +27,10 @@ from .bfast.classic import classic_maps, plot_classic_pixel
 from .bfast.lite import lite_maps, plot_lite_pixel
 from .bfast.monitor import break_maps, plot_pixel
 from .figures import FLAGGED_GREY, NO_BREAK_GREY, function_of, locate_pixel, read_result  # noqa: F401
-from .stl import stl_maps
+from .stl import plot_stl_pixel, stl_maps
 
-__all__ = ["break_maps", "classic_maps", "lite_maps", "plot_classic_pixel", "plot_lite_pixel", "plot_pixel", "read_result",
-           "result_maps", "stl_maps"]
+__all__ = ["break_maps", "classic_maps", "lite_maps", "plot_classic_pixel", "plot_lite_pixel", "plot_pixel", "plot_stl_pixel",
+           "read_result", "result_maps", "stl_maps"]
 
 
 def result_maps(result, **kwargs):

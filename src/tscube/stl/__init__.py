@@ -9,6 +9,7 @@ from ._array import ENGINES as _ENGINE_MODULES
 from ._params import StlParams
 from ._status import StlStatus
 from ._xarray import stl_xarray
+from ._pixel_plot import plot_stl_pixel
 from ._plot import stl_maps
 from .api import stl
 from .result import StlResult
@@ -16,4 +17,4 @@ from .result import StlResult
 #: What ``engine`` accepts.
 ENGINES = ("auto", *_ENGINE_MODULES)
 
-__all__ = ["stl", "StlResult", "StlStatus", "StlParams", "ENGINES", "stl_xarray", "stl_maps"]
+__all__ = ["stl", "StlResult", "StlStatus", "StlParams", "ENGINES", "stl_xarray", "stl_maps", "plot_stl_pixel"]

@@ -53,3 +53,4 @@ def stl_maps(result, *, title: str = "STL", figsize=(11, 4.5)):
         grey_legend(ax, [("missing / flagged", FLAGGED_GREY)])
         label_axes(ax)
     return fig
+
