@@ -41,6 +41,14 @@ runner = CliRunner()
 ROWS, COLS = 24, 40
 
 
+@pytest.fixture(autouse=True)
+def overview_cache(tmp_path, monkeypatch):
+    """Each test its own overview cache (never the user's ~/.cache)."""
+    folder = tmp_path / "overview-cache"
+    monkeypatch.setenv("TSCUBE_VIEW_CACHE", str(folder))
+    return folder
+
+
 def tscube(*args):
     result = runner.invoke(app, [str(a) for a in args])
     assert result.exit_code == 0, result.output
@@ -187,6 +195,49 @@ def test_pyramid_of_a_large_raster(tmp_path):
         assert (top[88:, :, 3] == 0).all()
         edge = tile_image(viewer, "trend_slope", 3, 4, 2)  # the last column of tiles: 76 columns wide
         assert (edge[:, 76:, 3] == 0).all() and (edge[:188, :76, 3] == 255).all()
+
+
+def test_overviews_are_cached_and_a_result_written_again_gets_new_ones(tmp_path, overview_cache):
+    from tscube.viewer import ViewApp
+
+    values = np.random.default_rng(0).normal(size=(600, 900))
+    ds = xr.Dataset({"trend_slope": (("y", "x"), values), "seasonal_amplitude": (("y", "x"), np.abs(values)),
+                     "status": (("y", "x"), np.zeros((600, 900), np.int8))}, attrs={"tscube_function": "stl"})
+    ds.to_netcdf(tmp_path / "stl.nc")
+    first = ViewApp(tmp_path / "stl.nc")
+    first.warm()
+    layer = first.layers[0]
+    assert layer._full is not None  # the first opening reads the whole layer ...
+    steps = sorted(int(path.name.split(".")[1]) for path in first.overviews.folder.glob("trend_slope.*.npy"))
+    assert steps == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]  # ... and caches every level
+    again = ViewApp(tmp_path / "stl.nc")
+    again.warm()
+    assert again.layers[0]._full is None and again.layers[0].status._full is None  # the overviews suffice
+    np.testing.assert_array_equal(again.layers[0].level(4), values[::4, ::4].astype(np.float32))
+    assert again.layers[0].tile(0, 0, 0, again.zoom) == layer.tile(0, 0, 0, first.zoom)
+    assert again.layers[0].legend() == layer.legend()
+    # written again: other overviews (the old ones are never shown for the new result)
+    ds.assign(trend_slope=-ds.trend_slope).to_netcdf(tmp_path / "new.nc")
+    os.utime(tmp_path / "new.nc", ns=(1, 1))
+    os.replace(tmp_path / "new.nc", tmp_path / "stl.nc")  # as tscube's commands write: whole, then renamed
+    newer = ViewApp(tmp_path / "stl.nc")
+    assert newer.overviews.folder != first.overviews.folder
+    np.testing.assert_array_equal(newer.layers[0].level(4), -values[::4, ::4].astype(np.float32))
+
+
+def test_a_cache_that_cannot_be_written_is_only_not_used(tmp_path, monkeypatch):
+    from tscube.viewer import ViewApp
+
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("TSCUBE_VIEW_CACHE", str(blocked))
+    values = np.arange(300 * 400, dtype=np.float64).reshape(300, 400)
+    xr.Dataset({"trend_slope": (("y", "x"), values), "seasonal_amplitude": (("y", "x"), values),
+                "status": (("y", "x"), np.zeros((300, 400), np.int8))},
+               attrs={"tscube_function": "stl"}).to_netcdf(tmp_path / "stl.nc")
+    app = ViewApp(tmp_path / "stl.nc")
+    app.warm()
+    np.testing.assert_array_equal(app.layers[0].level(2), values[::2, ::2].astype(np.float32))
 
 
 # --------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import io
 import math
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -112,6 +113,7 @@ class Layer:
     variable: object  # lazily read 2-D xarray.DataArray
     status: "Layer | None" = None  # the result's status layer (greys of the break layers)
     enum: object = None
+    overviews: "Overviews | None" = None  # the pyramid's levels kept on disk between sessions
     _full: np.ndarray | None = field(default=None, repr=False)
     _levels: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -134,13 +136,29 @@ class Layer:
         return float(np.asarray(self.variable[row, col].values))
 
     def level(self, step: int) -> np.ndarray:
-        """Every ``step``-th pixel of the layer (the overview of that zoom level)."""
-        full = self.values()
+        """Every ``step``-th pixel of the layer (the overview of that zoom level): from
+        memory, else from the overview cache, else taken from the whole layer (which then
+        fills the cache with every level, as ``gdaladdo`` builds a GeoTIFF's overviews)."""
         if step == 1:
-            return full
+            return self.values()
+        with self._lock:
+            if step not in self._levels and self.overviews is not None:
+                cached = self.overviews.load(self.name, step)
+                if cached is not None:
+                    self._levels[step] = cached
+            if step in self._levels:
+                return self._levels[step]
+        full = self.values()
         with self._lock:
             if step not in self._levels:
-                self._levels[step] = np.ascontiguousarray(full[::step, ::step])
+                built, size = {}, 2
+                while size < 2 * max(full.shape):  # the whole pyramid, down to one pixel
+                    built[size] = np.ascontiguousarray(full[::size, ::size])
+                    size *= 2
+                built.setdefault(step, np.ascontiguousarray(full[::step, ::step]))
+                self._levels.update(built)
+                if self.overviews is not None:
+                    self.overviews.save(self.name, built)
             return self._levels[step]
 
     # -- colours ---------------------------------------------------------------------
@@ -153,7 +171,7 @@ class Layer:
     def _make_style(self) -> dict:
         from matplotlib import colormaps
 
-        values = self.level(max(1, _step_for_sample(self.values().shape)))
+        values = self.level(sample_step(self.variable.shape[-2:]))
         finite = values[np.isfinite(values)]
         greys = []
         if self.name in BREAK_LAYERS:
@@ -262,9 +280,65 @@ class Layer:
         return png(rgba)
 
 
-def _step_for_sample(shape) -> int:
-    """A decimation step that leaves about a million pixels for the legend's statistics."""
-    return max(1, int(math.sqrt(shape[0] * shape[1] / 1_000_000)))
+def sample_step(shape) -> int:
+    """A power-of-two decimation step (a pyramid level) that leaves at most a quarter of a
+    million pixels for the legend's statistics (and the first view's tiles read it too)."""
+    return 2 ** max(0, math.ceil(math.log2(max(math.sqrt(shape[0] * shape[1] / 250_000), 1))))
+
+
+class Overviews:
+    """The pyramid levels of a result's layers (every 2**k-th pixel, float32) kept as
+    ``.npy`` files in a cache folder, so that a result opened again shows its first view
+    without reading every chunk of the layer.
+
+    The folder is named by the result's path and modification times: a result written
+    again gets new overviews. A cache that cannot be written (read-only, disk full) is
+    only not used: the layers are then read as without it.
+    """
+
+    def __init__(self, result: Path, shape, root: Path | None = None):
+        import hashlib
+        import os
+
+        result = Path(result).resolve()
+        stamps = [result.stat().st_mtime_ns]
+        from ..runs import record_path
+
+        record = record_path(result)
+        if record.exists():
+            stamps.append(record.stat().st_mtime_ns)
+        if root is None:
+            root = Path(os.environ.get("TSCUBE_VIEW_CACHE") or Path(
+                os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tscube" / "view")
+        key = hashlib.sha256(f"{result}|{stamps}|{tuple(shape)}".encode()).hexdigest()[:20]
+        self.folder = Path(root) / key
+        self.shape = tuple(shape)
+
+    def _path(self, name: str, step: int) -> Path:
+        return self.folder / f"{name}.{step}.npy"
+
+    def load(self, name: str, step: int) -> np.ndarray | None:
+        path = self._path(name, step)
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        expected = (-(-self.shape[0] // step), -(-self.shape[1] // step))
+        return array if array.shape == expected else None
+
+    def save(self, name: str, levels: dict) -> None:
+        import os
+
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            for step, array in levels.items():
+                path = self._path(name, step)
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+                with open(tmp, "wb") as out:
+                    np.save(out, array, allow_pickle=False)
+                os.replace(tmp, path)  # whole or not at all: a reader never sees half a level
+        except OSError:
+            pass
 
 
 def png(rgba: np.ndarray) -> bytes:
@@ -300,8 +374,9 @@ def _variable(ds, name: str, index, start_index: int):
     return var
 
 
-def result_layers(ds, *, start_index: int = 0) -> tuple[str, list[Layer]]:
-    """``(kind, layers)`` of a lazily opened result: the algorithm (or ``"cluster"``) and its map layers."""
+def result_layers(ds, *, start_index: int = 0, overviews: Overviews | None = None) -> tuple[str, list[Layer]]:
+    """``(kind, layers)`` of a lazily opened result: the algorithm (or ``"cluster"``) and its
+    map layers (their pyramid levels cached in ``overviews``, when given)."""
     kind = result_kind(ds)
     if start_index and not 0 <= start_index < n_starts(ds):
         raise ValueError(f"start index {start_index} is not in the result ({n_starts(ds)} starts)")
@@ -309,10 +384,12 @@ def result_layers(ds, *, start_index: int = 0) -> tuple[str, list[Layer]]:
     layers: list[Layer] = []
     if kind == "cluster":
         label = label_variable(ds)
-        layers.append(Layer("label", f"Cluster label ({ds.attrs.get('method', 'cluster')})", "category", ds[label]))
+        layers.append(Layer("label", f"Cluster label ({ds.attrs.get('method', 'cluster')})", "category", ds[label],
+                            overviews=overviews))
         return kind, layers
     status_var = _variable(ds, "status", None, start_index)
-    status = Layer("status", "Status", "status", status_var, enum=enum) if status_var is not None else None
+    status = (Layer("status", "Status", "status", status_var, enum=enum, overviews=overviews)
+              if status_var is not None else None)
     for name, index, title, colouring in SPECS[kind]:
         if name == "status":
             if status is not None:
@@ -321,7 +398,7 @@ def result_layers(ds, *, start_index: int = 0) -> tuple[str, list[Layer]]:
         var = _variable(ds, name, index, start_index)
         if var is None:
             continue
-        layers.append(Layer(name, title, colouring, var, status=status, enum=enum))
+        layers.append(Layer(name, title, colouring, var, status=status, enum=enum, overviews=overviews))
     if not layers:
         raise ValueError(f"the {kind} result holds none of its maps")
     return kind, layers

@@ -27,8 +27,9 @@ import numpy as np
 
 from ..figures import read_result
 from ..io import check_complete
-from .layers import native_zoom, result_layers
-from .pixel import PixelInspector, result_attrs
+from .layers import Overviews, native_zoom, result_layers, sample_step
+
+from .pixel import CubeUnavailable, PixelInspector, result_attrs
 
 STATIC = Path(__file__).with_name("static")
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -62,14 +63,19 @@ def _jsonable(value):
 class ViewApp:
     """One result opened for viewing: its layers, pyramid, pixel inspector and page info."""
 
-    def __init__(self, result, *, cube=None, dates=None, variable=None, date_pattern=None, start_index: int = 0):
+    def __init__(self, result, *, cube=None, dates=None, variable=None, date_pattern=None, start_index: int = 0,
+                 overview_cache=None):
         self.path = Path(result)
         if not self.path.exists():
             raise FileNotFoundError(f"result {str(self.path)!r} does not exist")
         if self.path.suffix.lower() == ".zarr" or self.path.is_dir():
             check_complete(self.path)
         self.ds = read_result(self.path, load=False)
-        self.kind, self.layers = result_layers(self.ds, start_index=start_index)
+        shape = _grid_shape(self.ds)
+        self.overviews = Overviews(self.path, shape, overview_cache) if overview_cache is not False else None
+        if self.overviews is not None:  # a multi-start result: one set of overviews per start
+            self.overviews.folder = self.overviews.folder.with_name(f"{self.overviews.folder.name}-{start_index}")
+        self.kind, self.layers = result_layers(self.ds, start_index=start_index, overviews=self.overviews)
         self.by_name = {layer.name: layer for layer in self.layers}
         self.shape = tuple(int(n) for n in self.layers[0].variable.shape)
         self.zoom = native_zoom(self.shape)
@@ -126,14 +132,23 @@ class ViewApp:
         from concurrent.futures import ThreadPoolExecutor
 
         first = self.layers[0]
+        sample = sample_step(self.shape)
         with ThreadPoolExecutor(3) as pool:  # reading chunks and importing overlap
-            reads = [pool.submit(first.values), pool.submit(_import_plotting)]
+            reads = [pool.submit(first.level, sample), pool.submit(_import_plotting)]
             if first.status is not None:
-                reads.append(pool.submit(first.status.values))
+                reads.append(pool.submit(first.status.level, sample))
             for read in reads:
                 read.result()
         first.style()
         first.tile(0, 0, 0, self.zoom)
+        self._open_cube()  # for the first click, once the first view is drawn
+
+
+    def _open_cube(self) -> None:
+        try:
+            self.pixels.cube()
+        except CubeUnavailable:
+            pass  # the page says why (info["cube_problem"], and each pixel's figure_error)
 
 
 def _import_plotting() -> None:
@@ -141,6 +156,12 @@ def _import_plotting() -> None:
     from ..figures import pyplot
 
     pyplot()
+
+
+def _grid_shape(ds) -> tuple[int, int]:
+    """The pixel grid of a result: the last two dims of its status (or first) variable."""
+    var = ds["status"] if "status" in ds.data_vars else next(iter(ds.data_vars.values()))
+    return tuple(int(n) for n in var.shape[-2:])
 
 
 def _safe_int(query: dict, name: str) -> int:
