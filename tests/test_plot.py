@@ -188,6 +188,24 @@ def test_stl_maps(cube):
         break_maps(bfast_monitor(values[:, 0, 0], dates, dates[START_INDEX], freq=23, engine="reference"))
 
 
+def test_plot_stl_pixel_draws_the_components_of_stl(cube):
+    from tscube.plot import plot_stl_pixel
+
+    values, dates = cube
+    series = values[:, 1, 2]
+    expected = stl(series[:, None], 23, dates=dates.to_numpy(), engine="reference")
+    fig = plot_stl_pixel(series, dates.to_numpy(), period=23)
+    assert len(fig.axes) == 4 and "OK" in fig._suptitle.get_text()
+    for ax, name in zip(fig.axes[1:], ("seasonal", "trend", "remainder")):
+        assert ax.get_ylabel() == name
+        component = getattr(expected, name)[:, 0]
+        np.testing.assert_array_equal(ax.lines[0].get_ydata(), component[np.isfinite(component)])
+    data = fig.axes[0].lines[0]
+    np.testing.assert_array_equal(data.get_ydata(), series[np.isfinite(series)])
+    missing = plot_stl_pixel(values[:, 3, 4], dates.to_numpy(), period=23)  # all missing: a status, no component
+    assert "ALL_MISSING" in missing._suptitle.get_text() and len(missing.axes[2].lines[0].get_ydata()) == 0
+
+
 def test_plot_commands_write_pngs_of_the_requested_size(cube, tmp_path):
     xr = pytest.importorskip("xarray")
     rasterio = pytest.importorskip("rasterio")

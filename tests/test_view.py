@@ -494,15 +494,19 @@ def test_page_layers_clicks_and_shared_url(made, driver):
         assert not [m for m in console_messages(driver) if "SEVERE" in m or "tscube view" in m]
 
 
-def test_page_without_the_cube_says_so_in_page_and_console(made, driver, tmp_path, capfd):
+@pytest.mark.parametrize("case", ["recorded input moved", "bad --cube path"])
+def test_page_without_the_cube_says_so_in_page_and_console(made, driver, tmp_path, capfd, case):
     from tscube.viewer.browser import console_messages, wait_for
 
-    moved = tmp_path / "monitor.zarr"
-    shutil.copytree(made["folder"] / "monitor.zarr", moved)
-    record = json.loads((moved / "_tscube_run.json").read_text())
-    record["input"]["path"] = str(tmp_path / "gone.zarr")
-    (moved / "_tscube_run.json").write_text(json.dumps(record))
-    with view(moved, open_browser=False) as viewer:
+    if case == "recorded input moved":
+        result, cube = tmp_path / "monitor.zarr", None
+        shutil.copytree(made["folder"] / "monitor.zarr", result)
+        record = json.loads((result / "_tscube_run.json").read_text())
+        record["input"]["path"] = str(tmp_path / "gone.zarr")
+        (result / "_tscube_run.json").write_text(json.dumps(record))
+    else:
+        result, cube = made["folder"] / "monitor.zarr", tmp_path / "gone.zarr"
+    with view(result, cube, open_browser=False) as viewer:
         driver.get(viewer.url)
         wait_for(driver, "return !document.getElementById('message').hidden")
         banner = driver.find_element("id", "message").text
@@ -515,7 +519,8 @@ def test_page_without_the_cube_says_so_in_page_and_console(made, driver, tmp_pat
         assert "break at" in driver.find_element("id", "pixel-breaks").text  # the stored break is still listed
         console = console_messages(driver)
         assert any("tscube view:" in m and "gone.zarr" in m for m in console), console
-        _screenshot(driver, "view-no-cube.png")
+        if cube is None:
+            _screenshot(driver, "view-no-cube.png")
     assert "gone.zarr" in capfd.readouterr().err  # the server's console
 
 
@@ -529,6 +534,38 @@ def test_page_of_a_breaks_result(small, driver):
         _click_pixel(driver, row, col)
         wait_for(driver, "return document.querySelectorAll('#pixel-breaks li.break').length > 0")
         _screenshot(driver, "view-breaks.png")
+
+
+def test_the_command_serves_until_interrupted(made):
+    """``tscube view`` as a user runs it: the URL on stdout, the page served, Ctrl-C ends it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-m", "tscube.cli", "view", str(made["folder"] / "monitor.zarr"),
+                                "--port", "0", "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            lines.append(line)
+            if line.startswith("tscube view: http://127.0.0.1:"):
+                break
+        url = lines[-1].split()[2]
+        assert "bfast monitor result monitor.zarr: 24 x 40 pixels" in "".join(lines)
+        with urllib.request.urlopen(url + "api/info", timeout=30) as response:
+            assert json.loads(response.read())["kind"] == "bfast_monitor"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert b"/static/leaflet/leaflet.js" in response.read()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def test_free_port_and_loopback_default(made):

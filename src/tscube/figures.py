@@ -63,18 +63,18 @@ def read_result(path, *, load: bool = True):
     suffix = path.suffix.lower()
     if suffix == ".zarr" or path.is_dir():
         check_complete(path)
-        if not load:
-            return xr.open_zarr(path, decode_coords="all", chunks=None)
+        if not load:  # cache=False: a variable read whole is not kept a second time inside the Dataset
+            return xr.open_dataset(path, engine="zarr", chunks=None, cache=False, decode_coords="all")
         return xr.open_zarr(path, decode_coords="all").load()
     if suffix in (".nc", ".nc4", ".netcdf"):
         if not load:
-            return xr.open_dataset(path, decode_coords="all")
+            return xr.open_dataset(path, decode_coords="all", cache=False)
         with xr.open_dataset(path, decode_coords="all") as ds:
             return ds.load()
     if suffix in (".tif", ".tiff"):
         import rioxarray
 
-        bands = rioxarray.open_rasterio(path, masked=True)
+        bands = rioxarray.open_rasterio(path, masked=True, cache=load)
         if load:
             bands = bands.load()
         names = bands.attrs.get("long_name")
