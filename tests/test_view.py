@@ -536,8 +536,10 @@ def test_page_of_a_breaks_result(small, driver):
         _screenshot(driver, "view-breaks.png")
 
 
-def test_the_command_serves_until_interrupted(made):
-    """``tscube view`` as a user runs it: the URL on stdout, the page served, Ctrl-C ends it."""
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_the_command_serves_until_interrupted(made, stop):
+    """``tscube view`` as a user runs it: the URL on stdout, the page served, Ctrl-C (or a
+    service manager's SIGTERM) ends it."""
     import signal
     import subprocess
     import sys
@@ -545,14 +547,14 @@ def test_the_command_serves_until_interrupted(made):
 
     process = subprocess.Popen([sys.executable, "-m", "tscube.cli", "view", str(made["folder"] / "monitor.zarr"),
                                 "--port", "0", "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         lines = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = process.stdout.readline()
             lines.append(line)
-            if line.startswith("tscube view: http://127.0.0.1:"):
+            if line.startswith("tscube view: http://127.0.0.1:") or (not line and process.poll() is not None):
                 break
         url = lines[-1].split()[2]
         assert "bfast monitor result monitor.zarr: 24 x 40 pixels" in "".join(lines)
@@ -560,7 +562,7 @@ def test_the_command_serves_until_interrupted(made):
             assert json.loads(response.read())["kind"] == "bfast_monitor"
         with urllib.request.urlopen(url, timeout=30) as response:
             assert b"/static/leaflet/leaflet.js" in response.read()
-        process.send_signal(signal.SIGINT)
+        process.send_signal(getattr(signal, stop))  # SIGINT also where it was ignored (a background job)
         assert process.wait(timeout=30) == 0
     finally:
         if process.poll() is None:

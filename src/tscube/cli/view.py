@@ -54,4 +54,17 @@ def view_command(
         import webbrowser
 
         webbrowser.open(viewer.url)
+    _stop_on_signals()
     viewer.wait()
+
+
+def _stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM (a service manager, ``docker stop``) end the viewer cleanly, also
+    where the shell started it with SIGINT ignored (a background job)."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, interrupt)

@@ -291,12 +291,12 @@ class Overviews:
     ``.npy`` files in a cache folder, so that a result opened again shows its first view
     without reading every chunk of the layer.
 
-    The folder is named by the result's path and modification times: a result written
-    again gets new overviews. A cache that cannot be written (read-only, disk full) is
+    The folder is named by the result's path and modification times (and ``variant``: the
+    start shown of a multi-start result): a result written again gets new overviews. A cache that cannot be written (read-only, disk full) is
     only not used: the layers are then read as without it.
     """
 
-    def __init__(self, result: Path, shape, root: Path | None = None):
+    def __init__(self, result: Path, shape, root: Path | None = None, variant=0):
         import hashlib
         import os
 
@@ -310,7 +310,7 @@ class Overviews:
         if root is None:
             root = Path(os.environ.get("TSCUBE_VIEW_CACHE") or Path(
                 os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tscube" / "view")
-        key = hashlib.sha256(f"{result}|{stamps}|{tuple(shape)}".encode()).hexdigest()[:20]
+        key = hashlib.sha256(f"{result}|{stamps}|{tuple(shape)}|{variant}".encode()).hexdigest()[:20]
         self.folder = Path(root) / key
         self.shape = tuple(shape)
 

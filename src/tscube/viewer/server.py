@@ -61,7 +61,11 @@ def _jsonable(value):
 
 
 class ViewApp:
-    """One result opened for viewing: its layers, pyramid, pixel inspector and page info."""
+    """One result opened for viewing: its layers, pyramid, pixel inspector and page info.
+
+    ``overview_cache``: the folder of the overview cache (None: ``$TSCUBE_VIEW_CACHE`` or
+    the user's cache folder; False: no cache). The other arguments are :func:`view`'s.
+    """
 
     def __init__(self, result, *, cube=None, dates=None, variable=None, date_pattern=None, start_index: int = 0,
                  overview_cache=None):
@@ -72,9 +76,8 @@ class ViewApp:
             check_complete(self.path)
         self.ds = read_result(self.path, load=False)
         shape = _grid_shape(self.ds)
-        self.overviews = Overviews(self.path, shape, overview_cache) if overview_cache is not False else None
-        if self.overviews is not None:  # a multi-start result: one set of overviews per start
-            self.overviews.folder = self.overviews.folder.with_name(f"{self.overviews.folder.name}-{start_index}")
+        self.overviews = (Overviews(self.path, shape, overview_cache, variant=start_index)
+                          if overview_cache is not False else None)
         self.kind, self.layers = result_layers(self.ds, start_index=start_index, overviews=self.overviews)
         self.by_name = {layer.name: layer for layer in self.layers}
         self.shape = tuple(int(n) for n in self.layers[0].variable.shape)
@@ -98,22 +101,16 @@ class ViewApp:
                 values = np.asarray(self.ds[dim].values, dtype=float)
                 coords[key] = {"first": values[0], "step": float(values[1] - values[0]) if values.size > 1 else 0.0}
         crs = None
-        if "spatial_ref" in self.ds.coords or "spatial_ref" in self.ds.data_vars:
-            ref = self.ds["spatial_ref"].attrs
-            crs = ref.get("crs_wkt") or ref.get("spatial_ref")
+        if "spatial_ref" in self.ds.variables:  # the CF grid mapping every tscube result carries
+            crs = self.ds["spatial_ref"].attrs.get("crs_wkt") or self.ds["spatial_ref"].attrs.get("spatial_ref")
             if crs:
-                try:
+                try:  # "EPSG:32633" rather than the WKT
                     from rasterio.crs import CRS
 
-                    parsed = CRS.from_wkt(crs)
-                    crs = parsed.to_string() if parsed.to_epsg() else parsed.to_string()[:80]
+                    crs = CRS.from_wkt(crs).to_string()
                 except Exception:  # noqa: BLE001 - any CRS text is still worth showing
-                    crs = crs[:80]
-        if crs is None and getattr(self.ds, "rio", None) is not None:
-            try:
-                crs = str(self.ds.rio.crs) if self.ds.rio.crs else None
-            except Exception:  # noqa: BLE001
-                crs = None
+                    pass
+                crs = crs[:80]
         record_input = ((self.record or {}).get("input") or {}).get("path")
         return _jsonable({
             "title": self.path.name, "kind": self.kind, "shape": list(self.shape), "zoom": self.zoom,
