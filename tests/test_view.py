@@ -39,6 +39,8 @@ from tscube.viewer.pixel import decimal_year_to_date, status_descriptions  # noq
 
 runner = CliRunner()
 ROWS, COLS = 24, 40
+#: One pytest-xdist worker runs this module: its results and its browser are made once.
+pytestmark = pytest.mark.xdist_group("view")
 
 
 @pytest.fixture(autouse=True)
