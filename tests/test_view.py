@@ -39,8 +39,6 @@ from tscube.viewer.pixel import decimal_year_to_date, status_descriptions  # noq
 
 runner = CliRunner()
 ROWS, COLS = 24, 40
-#: One pytest-xdist worker runs this module: its results and its browser are made once.
-pytestmark = pytest.mark.xdist_group("view")
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +55,7 @@ def tscube(*args):
     return result
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: xdist may interleave other modules' tests with these
 def made(tmp_path_factory):
     """A cloudy cube with planted clearings as a georeferenced Zarr, and the results of
     monitor, breaks and stl on it (reference engine: nothing to compile)."""
@@ -270,7 +268,7 @@ def test_stable_pixel_has_no_break(made):
     assert details["status"]["name"] == "OK" and "figure" in details
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def small(tmp_path_factory):
     """A small cube (the reference engines of BFAST Lite and STL take ~25 and ~80 ms a
     pixel) with its breaks and stl results, and a pixel with a planted break."""
@@ -402,7 +400,7 @@ def _browser_or_skip():
         pytest.skip(problem)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def driver():
     _browser_or_skip()
     from tscube.viewer.browser import chromium
