@@ -380,6 +380,9 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--figure", default=None)
     args = parser.parse_args()
+    from isa import target  # this folder's
+
+    print(json.dumps(dict(machine=True, cpus=os.cpu_count(), **target())), flush=True)
     parts = set(args.only.split(","))
     rows = []
     if "false_alarms" in parts:

@@ -56,6 +56,7 @@ def main():
     parser.add_argument("--iters", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--methods", default="gmm,kmeans", help="comma-separated: gmm, kmeans")
+    parser.add_argument("--covariance", default="full", help="GMM covariance type: full, diag, tied or spherical")
     parser.add_argument("--engines", default="reference,cpu",
                         help="comma-separated tscube engines (add cuda on a GPU machine)")
     args = parser.parse_args()
@@ -73,8 +74,10 @@ def main():
     X, _ = make_gmm(args.n, args.d, args.k, random_state=0)
     rng = np.random.default_rng(1)
     means = X[rng.choice(args.n, args.k, replace=False)]
-    init = dict(weights_init=np.full(args.k, 1.0 / args.k), means_init=means,
-                precisions_init=np.array([np.eye(args.d)] * args.k))
+    precisions = {"full": np.array([np.eye(args.d)] * args.k), "diag": np.ones((args.k, args.d)),
+                  "tied": np.eye(args.d), "spherical": np.ones(args.k)}[args.covariance]
+    init = dict(weights_init=np.full(args.k, 1.0 / args.k), means_init=means, precisions_init=precisions,
+                covariance_type=args.covariance)
     engines = [e for e in args.engines.split(",") if e]
     # warm-up: numba compilation (cached on disk after the first run) is not timed
     for engine in engines:

@@ -113,6 +113,10 @@ def main() -> None:
     import numba
     import xarray as xr
 
+    from isa import target  # this folder's
+
+    print(json.dumps(dict(machine=True, cpus=os.cpu_count(), **target())), flush=True)
+
     from tscube import bfast_monitor
     from tscube.bfast.nrt import _store as store
     from tscube.bfast import nrt

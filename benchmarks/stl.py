@@ -204,6 +204,9 @@ def main():
     if args.hastl_worker:
         _hastl_worker(args.hastl_worker, bool(args.robust), args.repeats)
         return
+    from isa import target  # this folder's
+
+    print(json.dumps(dict(machine=True, cpus=os.cpu_count(), **target())), flush=True)
     q = args.quick
     cases = args.cases.split(",")
     if "cloudy" in cases:
