@@ -69,6 +69,11 @@ class ViewApp:
 
     def __init__(self, result, *, cube=None, dates=None, variable=None, date_pattern=None, start_index: int = 0,
                  overview_cache=None):
+        try:
+            import xarray  # noqa: F401
+        except ImportError:
+            raise ImportError("tscube view reads results with xarray, zarr and rioxarray: "
+                              "pip install 'tscube[view]'") from None
         self.path = Path(result)
         if not self.path.exists():
             raise FileNotFoundError(f"result {str(self.path)!r} does not exist")
