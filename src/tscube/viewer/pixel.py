@@ -132,7 +132,7 @@ class PixelInspector:
                 try:
                     cube = open_cube(self.cube_path, dates=self.dates, date_pattern=self.date_pattern,
                                      variable=self.variable)
-                except (OSError, ValueError) as exc:
+                except (OSError, ValueError, ImportError) as exc:
                     self._cube_error = f"cube {str(self.cube_path)!r} cannot be opened: {exc}"
                     raise CubeUnavailable(self._cube_error) from None
                 shape = tuple(self.layers[0].variable.shape)

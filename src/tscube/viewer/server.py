@@ -72,7 +72,7 @@ class ViewApp:
         try:
             import xarray  # noqa: F401
         except ImportError:
-            raise ImportError("tscube view reads results with xarray, zarr and rioxarray: "
+            raise ImportError("tscube view reads results and cubes with xarray, zarr, rioxarray and dask: "
                               "pip install 'tscube[view]'") from None
         self.path = Path(result)
         if not self.path.exists():
