@@ -208,7 +208,7 @@ def test_overviews_are_cached_and_a_result_written_again_gets_new_ones(tmp_path,
     first.warm()
     layer = first.layers[0]
     assert layer._full is not None  # the first opening reads the whole layer ...
-    steps = sorted(int(path.name.split(".")[1]) for path in first.overviews.folder.glob("trend_slope.*.npy"))
+    steps = sorted(int(path.name.split(".")[1]) for path in first.overviews.folder.glob("trend_slope.[0-9]*.npy"))
     assert steps == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]  # ... and caches every level
     again = ViewApp(tmp_path / "stl.nc")
     again.warm()
@@ -223,6 +223,38 @@ def test_overviews_are_cached_and_a_result_written_again_gets_new_ones(tmp_path,
     newer = ViewApp(tmp_path / "stl.nc")
     assert newer.overviews.folder != first.overviews.folder
     np.testing.assert_array_equal(newer.layers[0].level(4), -values[::4, ::4].astype(np.float32))
+
+
+def test_legends_know_the_rare_values_a_sample_misses(tmp_path):
+    """Years, counts and labels take their legend and colours from the whole layer (its
+    range is cached with the overviews): one pixel off the sampled grid still gets its own."""
+    from tscube.viewer import ViewApp
+
+    shape = (600, 900)  # the legend's sample is every 2nd pixel: (1, 1) is not in it
+    n_breaks = np.zeros(shape, np.int32)
+    times = np.full((1,) + shape, np.nan)
+    n_breaks[0, 0], times[0, 0, 0] = 1, 2010.2
+    n_breaks[1, 1], times[0, 1, 1] = 1, 2013.7
+    n_breaks[3, 5] = 7
+    ds = xr.Dataset({"n_breaks": (("y", "x"), n_breaks), "break_time": (("break", "y", "x"), times),
+                     "magnitude": (("y", "x"), np.zeros(shape)), "status": (("y", "x"), np.zeros(shape, np.int8))},
+                    attrs={"tscube_function": "bfast_lite"})
+    ds.to_netcdf(tmp_path / "lite.nc")
+    for opening in ("first", "again"):  # the second reads the range from the overview cache
+        app = ViewApp(tmp_path / "lite.nc")
+        app.warm()
+        years = app.by_name["break_time"].legend()["entries"]
+        assert [e["label"] for e in years] == ["2010", "2011", "2012", "2013"], opening
+        counts = app.by_name["n_breaks"].legend()["entries"]
+        assert [e["label"] for e in counts] == [str(i) for i in range(8)], opening
+        layer = app.by_name["n_breaks"]
+        if opening == "again":  # neither the legends nor the first view read the layer whole
+            assert layer._full is None and app.by_name["break_time"]._full is None
+        tile = layer.tile(app.zoom, 0, 0, app.zoom)  # the native zoom: the whole layer
+        image = np.asarray(Image.open(io.BytesIO(tile)).convert("RGBA"))
+        seven = counts[7]["colour"]
+        np.testing.assert_array_equal(image[3, 5, :3], [int(seven[i:i + 2], 16) for i in (1, 3, 5)])
+        assert not np.array_equal(image[3, 5], image[0, 0])
 
 
 def test_a_cache_that_cannot_be_written_is_only_not_used(tmp_path, monkeypatch):

@@ -118,6 +118,7 @@ class Layer:
     _levels: dict = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _style: dict | None = field(default=None, repr=False)
+    _range: tuple | None = field(default=None, repr=False)
 
     # -- values ----------------------------------------------------------------------
     def values(self) -> np.ndarray:
@@ -157,9 +158,20 @@ class Layer:
                     size *= 2
                 built.setdefault(step, np.ascontiguousarray(full[::step, ::step]))
                 self._levels.update(built)
+                self._range = _finite_range(full)
                 if self.overviews is not None:
-                    self.overviews.save(self.name, built)
+                    self.overviews.save(self.name, built, self._range)
             return self._levels[step]
+
+    def value_range(self) -> tuple[float, float] | None:
+        """``(min, max)`` of the finite values of the whole layer (None: none), which the
+        legends of years, counts and labels need whole (a sample could miss a rare year):
+        known once the layer was read whole, here or in an earlier session (cached)."""
+        if self._range is None and self.overviews is not None:
+            self._range = self.overviews.load_range(self.name)
+        if self._range is None:
+            self._range = _finite_range(self.values())
+        return None if self._range == () else self._range
 
     # -- colours ---------------------------------------------------------------------
     def style(self) -> dict:
@@ -178,10 +190,10 @@ class Layer:
             greys.append({"label": "no break", "colour": _hex(NO_BREAK_GREY)})
         if self.status is not None and self.colouring != "status":
             greys.append({"label": "status not OK", "colour": _hex(FLAGGED_GREY)})
+        extent = self.value_range() if self.colouring in ("year", "count", "category") else None
         if self.colouring == "year":
-            if finite.size:
-                years = np.floor(finite + 1e-9)
-                first, last = int(years.min()), int(years.max())
+            if extent is not None:
+                first, last = (int(np.floor(v + 1e-9)) for v in extent)
             else:
                 first = last = 0
             cmap = year_colours(last - first + 1)
@@ -189,13 +201,13 @@ class Layer:
             return {"kind": "categorical", "offset": first, "lut": np.stack([_rgba(c) for c in colours]),
                     "year": True,
                     "entries": [{"label": str(first + i), "colour": _hex(c)} for i, c in enumerate(colours)]
-                    if finite.size else [], "greys": greys}
+                    if extent is not None else [], "greys": greys}
         if self.colouring in ("status", "count", "category"):
             if self.colouring == "status" and self.enum is not None:
                 codes = [int(member) for member in self.enum]
                 labels = {int(member): member.name for member in self.enum}
             else:
-                top = int(finite.max()) if finite.size else 0
+                top = int(extent[1]) if extent is not None else 0
                 codes = list(range(0, max(top, 0) + 1))
                 labels = {code: str(code) for code in codes}
             if self.colouring == "status":
@@ -280,6 +292,12 @@ class Layer:
         return png(rgba)
 
 
+def _finite_range(values: np.ndarray) -> tuple:
+    """``(min, max)`` of the finite values, ``()`` when there is none."""
+    finite = values[np.isfinite(values)]
+    return (float(finite.min()), float(finite.max())) if finite.size else ()
+
+
 def sample_step(shape) -> int:
     """A power-of-two decimation step (a pyramid level) that leaves at most a quarter of a
     million pixels for the legend's statistics (and the first view's tiles read it too)."""
@@ -326,13 +344,22 @@ class Overviews:
         expected = (-(-self.shape[0] // step), -(-self.shape[1] // step))
         return array if array.shape == expected else None
 
-    def save(self, name: str, levels: dict) -> None:
+    def load_range(self, name: str) -> tuple | None:
+        """The layer's ``(min, max)`` as :meth:`save` kept it (``()``: no finite value)."""
+        try:
+            extent = np.load(self.folder / f"{name}.range.npy", allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        return tuple(float(v) for v in extent)
+
+    def save(self, name: str, levels: dict, extent: tuple) -> None:
         import os
 
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            for step, array in levels.items():
-                path = self._path(name, step)
+            files = {self._path(name, step): array for step, array in levels.items()}
+            files[self.folder / f"{name}.range.npy"] = np.asarray(extent, dtype=np.float64)
+            for path, array in files.items():
                 tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
                 with open(tmp, "wb") as out:
                     np.save(out, array, allow_pickle=False)
