@@ -359,6 +359,18 @@ def test_without_the_cube_the_pixel_says_why(made, tmp_path, capfd):
         assert "not the cube of this result" in get_json(viewer, "/api/pixel?row=1&col=1")["figure_error"]
 
 
+def test_a_result_from_a_stac_catalog_asks_for_a_local_cube(made, tmp_path):
+    result = tmp_path / "monitor.zarr"
+    shutil.copytree(made["folder"] / "monitor.zarr", result)
+    record = json.loads((result / "_tscube_run.json").read_text())
+    record["input"]["path"] = "https://example.com/catalog/collection.json"
+    (result / "_tscube_run.json").write_text(json.dumps(record))
+    with view(result, open_browser=False) as viewer:
+        assert "STAC catalog" in get_json(viewer, "/api/info")["cube_problem"]
+        details = get_json(viewer, "/api/pixel?row=0&col=0")
+        assert "STAC catalog" in details["figure_error"] and "--cube" in details["figure_error"]
+
+
 def test_every_status_is_explained():
     from tscube.bfast import BfastClassicStatus, BfastLiteStatus, BfastStatus
     from tscube.stl import StlStatus

@@ -95,6 +95,7 @@ class PixelInspector:
         self.cube_path = Path(cube) if isinstance(cube, (str, Path)) else (Path(recorded) if recorded and cube is None
                                                                              else None)
         self.cube_given = cube is not None
+        self._stac = not self.cube_given and bool(recorded) and _is_stac(str(recorded))
         self.dates = dates
         self.variable = variable if variable is not None else _param(record, {}, "variable")
         self.date_pattern = date_pattern if date_pattern is not None else _param(record, {}, "date_pattern")
@@ -110,6 +111,9 @@ class PixelInspector:
         if self.cube_path is None:
             return ("no cube: this result records no input (a cluster map, or a result written by Python) "
                     "- start the viewer with --cube INPUT to see pixel series")
+        if self._stac:
+            return ("the result was computed from a STAC catalog, which the viewer does not read again over the "
+                    "network: start it with --cube and a local copy of the cube to see pixel series")
         if not self.cube_path.exists():
             if self.cube_given:
                 return f"the cube {str(self.cube_path)!r} (--cube) does not exist"
@@ -124,11 +128,8 @@ class PixelInspector:
                 problem = self.cube_problem()
                 if problem:
                     raise CubeUnavailable(problem)
-                from ..io import is_stac_source, open_cube
+                from ..io import open_cube
 
-                if is_stac_source(str(self.cube_path)):
-                    raise CubeUnavailable("the result was computed from a STAC catalog: pass --cube with a local "
-                                          "copy of the cube (e.g. written by tscube's xarray functions) to see series")
                 try:
                     cube = open_cube(self.cube_path, dates=self.dates, date_pattern=self.date_pattern,
                                      variable=self.variable)
@@ -298,6 +299,12 @@ class PixelInspector:
         except (ValueError, TypeError, OSError) as exc:
             out["figure_error"] = f"the pixel's figure failed: {exc}"
         return out
+
+
+def _is_stac(source: str) -> bool:
+    from ..io import is_stac_source
+
+    return is_stac_source(source)
 
 
 def _int(value):
