@@ -206,6 +206,7 @@ def test_overviews_are_cached_and_a_result_written_again_gets_new_ones(tmp_path,
     ds.to_netcdf(tmp_path / "stl.nc")
     first = ViewApp(tmp_path / "stl.nc")
     first.warm()
+    first.overviews.wait()  # written behind the first view
     layer = first.layers[0]
     assert layer._full is not None  # the first opening reads the whole layer ...
     steps = sorted(int(path.name.split(".")[1]) for path in first.overviews.folder.glob("trend_slope.[0-9]*.npy"))
@@ -243,6 +244,7 @@ def test_legends_know_the_rare_values_a_sample_misses(tmp_path):
     for opening in ("first", "again"):  # the second reads the range from the overview cache
         app = ViewApp(tmp_path / "lite.nc")
         app.warm()
+        app.overviews.wait()
         years = app.by_name["break_time"].legend()["entries"]
         assert [e["label"] for e in years] == ["2010", "2011", "2012", "2013"], opening
         counts = app.by_name["n_breaks"].legend()["entries"]
@@ -255,6 +257,7 @@ def test_legends_know_the_rare_values_a_sample_misses(tmp_path):
         seven = counts[7]["colour"]
         np.testing.assert_array_equal(image[3, 5, :3], [int(seven[i:i + 2], 16) for i in (1, 3, 5)])
         assert not np.array_equal(image[3, 5], image[0, 0])
+        app.overviews.wait()  # every layer's overviews written before the next opening
 
 
 def test_a_cache_that_cannot_be_written_is_only_not_used(tmp_path, monkeypatch):

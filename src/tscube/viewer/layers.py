@@ -159,8 +159,8 @@ class Layer:
                 built.setdefault(step, np.ascontiguousarray(full[::step, ::step]))
                 self._levels.update(built)
                 self._range = _finite_range(full)
-                if self.overviews is not None:
-                    self.overviews.save(self.name, built, self._range)
+                if self.overviews is not None:  # written behind: the first view does not wait for the disk
+                    self.overviews.save_behind(self.name, built, self._range)
             return self._levels[step]
 
     def value_range(self) -> tuple[float, float] | None:
@@ -331,6 +331,18 @@ class Overviews:
         key = hashlib.sha256(f"{result}|{stamps}|{tuple(shape)}|{variant}".encode()).hexdigest()[:20]
         self.folder = Path(root) / key
         self.shape = tuple(shape)
+        self._writers: list[threading.Thread] = []
+
+    def save_behind(self, name: str, levels: dict, extent: tuple) -> None:
+        """:meth:`save` in a background thread (:meth:`wait` waits for every such write)."""
+        writer = threading.Thread(target=self.save, args=(name, levels, extent), name="tscube-view-overviews",
+                                  daemon=True)
+        writer.start()
+        self._writers.append(writer)
+
+    def wait(self, timeout: float | None = None) -> None:
+        for writer in list(self._writers):
+            writer.join(timeout)
 
     def _path(self, name: str, step: int) -> Path:
         return self.folder / f"{name}.{step}.npy"

@@ -285,6 +285,8 @@ class Viewer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+        if self.app.overviews is not None:
+            self.app.overviews.wait(timeout=30)  # overviews being written are finished, not cut
 
     def wait(self) -> None:
         """Serve until interrupted (Ctrl-C)."""
