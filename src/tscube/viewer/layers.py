@@ -10,8 +10,10 @@ of GDAL) the first time it is asked for.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,10 +127,7 @@ class Layer:
         """The whole 2-D array (float32, NaN where missing), read once."""
         with self._lock:
             if self._full is None:
-                array = np.asarray(self.variable.values)
-                if self.colouring in ("status", "count", "category") and np.issubdtype(array.dtype, np.floating):
-                    array = np.where(np.isfinite(array), array, np.nan)
-                self._full = array.astype(np.float32, copy=False)
+                self._full = np.asarray(self.variable.values).astype(np.float32, copy=False)
             return self._full
 
     def value_at(self, row: int, col: int) -> float:
@@ -243,9 +242,7 @@ class Layer:
 
     def legend(self) -> dict:
         """The legend as JSON: continuous (gradient stops, min, max) or categorical (entries)."""
-        style = self.style()
-        legend = {key: value for key, value in style.items() if key not in ("lut", "offset")}
-        return legend
+        return {key: value for key, value in self.style().items() if key not in ("lut", "offset")}
 
     def colour(self, values: np.ndarray, status: np.ndarray | None) -> np.ndarray:
         """RGBA (uint8) of ``values``: the layer's colours, greys where the value is missing."""
@@ -315,9 +312,6 @@ class Overviews:
     """
 
     def __init__(self, result: Path, shape, root: Path | None = None, variant=0):
-        import hashlib
-        import os
-
         result = Path(result).resolve()
         stamps = [result.stat().st_mtime_ns]
         from ..runs import record_path
@@ -365,8 +359,6 @@ class Overviews:
         return tuple(float(v) for v in extent)
 
     def save(self, name: str, levels: dict, extent: tuple) -> None:
-        import os
-
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             files = {self._path(name, step): array for step, array in levels.items()}

@@ -148,7 +148,7 @@ class PixelInspector:
         """``(values, dates)`` of one pixel (NumPy), read from the cube's chunks that hold it."""
         cube = self.cube()
         one = cube.isel({cube.dims[-2]: row, cube.dims[-1]: col})
-        return np.asarray(one.values), one
+        return np.asarray(one.values), np.asarray(one[one.dims[0]].values)
 
     # -- what the result stores ----------------------------------------------------------
     def _stored(self, name: str, row: int, col: int):
@@ -209,13 +209,13 @@ class PixelInspector:
         """The algorithm's pixel plot of this pixel (and the recomputed pixel's summary)."""
         from .. import plot
 
-        values, one = self.series(row, col)
+        # monitor, Lite and classic from .nc/.zarr read the pixel from the cube themselves
         cube = self.cube()
         attrs, record = self.attrs, self.record
         if self.kind == "bfast_monitor":
-            history = _param(record, attrs, "history", "ROC")
+            history = attrs.get("history", "ROC")  # a fixed start is kept as its decimal year
             if history not in ("ROC", "BP", "all"):
-                history = _history_value(history)
+                history = float(history)
             model = dict(freq=_int(_param(record, attrs, "freq")), order=int(attrs.get("order", 3)),
                          trend=bool(attrs.get("trend", 1)), season=bool(attrs.get("season", 0)),
                          type=str(attrs.get("type", "OLS-MOSUM")), h=float(attrs.get("h", 0.25)),
@@ -252,18 +252,19 @@ class PixelInspector:
                 params = dict(h=float(attrs.get("h", 0.15)), season=str(attrs.get("season", "dummy")),
                               max_iter=int(attrs.get("max_iter", 10)), type=str(attrs.get("type", "OLS-MOSUM")),
                               freq=_int(attrs.get("freq")), nodata=_param(record, attrs, "nodata"))
-                dates = np.asarray(one[one.dims[0]].values)
+                values, dates = self.series(row, col)
                 result = bfast_classic(values, dates, engine="reference", **params)
                 fig = plot.plot_classic_pixel(result, values, figsize=figsize)
             summary = None
         elif self.kind == "stl":
             from ..stl import plot_stl_pixel
 
-            fig = plot_stl_pixel(values, np.asarray(one[one.dims[0]].values), figsize=figsize,
+            values, dates = self.series(row, col)
+            fig = plot_stl_pixel(values, dates, figsize=figsize,
                                  **_stl_params(attrs, _param(record, attrs, "nodata")))
             summary = {"status": int(fig.tscube_result.status[0])}
         else:
-            fig = _series_figure(values, np.asarray(one[one.dims[0]].values), figsize)
+            fig = _series_figure(*self.series(row, col), figsize)
             summary = None
         return fig, summary
 
@@ -309,18 +310,6 @@ def _is_stac(source: str) -> bool:
 
 def _int(value):
     return None if value in (None, "None") else int(value)
-
-
-def _history_value(value):
-    """A fixed history start as recorded: a decimal year, YEAR,CYCLE or a date."""
-    text = str(value).strip()
-    if re.fullmatch(r"\d{4}[,/]\d{1,3}", text):
-        year, cycle = re.split(r"[,/]", text)
-        return (int(year), int(cycle))
-    try:
-        return float(text)
-    except ValueError:
-        return np.datetime64(text[:10])
 
 
 def _stl_params(attrs: dict, nodata) -> dict:

@@ -80,12 +80,11 @@ class ViewApp:
         if self.path.suffix.lower() == ".zarr" or self.path.is_dir():
             check_complete(self.path)
         self.ds = read_result(self.path, load=False)
-        shape = _grid_shape(self.ds)
-        self.overviews = (Overviews(self.path, shape, overview_cache, variant=start_index)
+        self.shape = _grid_shape(self.ds)
+        self.overviews = (Overviews(self.path, self.shape, overview_cache, variant=start_index)
                           if overview_cache is not False else None)
         self.kind, self.layers = result_layers(self.ds, start_index=start_index, overviews=self.overviews)
         self.by_name = {layer.name: layer for layer in self.layers}
-        self.shape = tuple(int(n) for n in self.layers[0].variable.shape)
         self.zoom = native_zoom(self.shape)
         self.record = _record_of(self.path)
         self.pixels = PixelInspector(self.ds, self.kind, self.layers, record=self.record, cube=cube, dates=dates,
