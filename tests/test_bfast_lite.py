@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -151,6 +154,42 @@ def test_cpu_equals_reference_with_season_dummies_and_gaps():
     _assert_same(bfast_lite(data, t, engine="cpu", **kwargs), bfast_lite(data, t, engine="reference", **kwargs), rtol=1e-6)
 
 
+@pytest.mark.parametrize("nan_fraction, h, n_dates", [(0.0, 0.15, 275), (0.2, 0.15, 275), (0.5, 0.25, 275),
+                                                      (0.9, 0.3, 1000)])
+def test_cpu_equals_reference_where_segment_starts_run_side_by_side(nan_fraction, h, n_dates):
+    """Segments of at least 3k rows of the default model: the cpu engine's starts run as
+    SIMD lanes (:mod:`tscube.bfast.core.start_lanes_cpu`), each pixel with its own gaps."""
+    data, t, _ = planted_cube(6, n_dates, nan_fraction, seed=3)
+    kwargs = dict(freq=23, h=h, criteria=True)
+    cpu = bfast_lite(data, t, engine="cpu", **kwargs)
+    assert np.all(cpu.h_obs >= 3 * 8) and cpu.n_breaks.sum() > 0
+    _assert_same(cpu, bfast_lite(data, t, engine="reference", **kwargs))
+
+
+def test_rank_deficient_starts_among_starts_side_by_side():
+    """Pixels observed once a year, on the same date, for ten years in the middle of
+    their series: the starts there have rank-deficient first rows (R's recursion, one
+    start at a time) between starts fitted from the sums in lanes, which then move down
+    into the free lanes."""
+    data, t, _ = planted_cube(4, 690, 0.2, seed=21)
+    data[300:530, :2] = np.nan
+    data[300:530:23, :2] = 0.5 + 0.01 * np.arange(10)[:, None]
+    design = np.column_stack([np.ones(690), t] + [f(2 * np.pi * j * t) for j in (1, 2, 3) for f in (np.sin, np.cos)])
+    rows = np.flatnonzero(np.isfinite(data[:, 0]))
+    stretch = np.searchsorted(rows, 300)
+    assert np.linalg.matrix_rank(design[rows[stretch:stretch + 8]]) < 8
+    kwargs = dict(freq=23, criteria=True)
+    cpu = bfast_lite(data, t, engine="cpu", **kwargs)
+    assert cpu.h_obs[0] <= stretch <= rows.size - cpu.h_obs[0]  # a segment can start there
+    _assert_same(cpu, bfast_lite(data, t, engine="reference", **kwargs))
+
+
+def test_written_out_lane_kernels_are_what_their_script_writes():
+    script = Path(__file__).resolve().parents[1] / "tools" / "write_start_lanes.py"
+    result = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
 def test_statuses_of_degenerate_pixels():
     data, t, _ = planted_cube(6, 92, 0.0, seed=2)
     data[:, 0] = np.nan
@@ -294,11 +333,12 @@ def _shared_mask_cube(seed):
     return data, t
 
 
-@pytest.mark.parametrize("options", [dict(), dict(breaks="BIC", h=40, order=2)])
+@pytest.mark.parametrize("options", [dict(), dict(h=30), dict(breaks="BIC", h=40, order=2)])
 def test_pixels_with_shared_valid_dates_equal_each_pixel_alone(options):
     """Pixels in a row with the same valid dates share the rows-only part of the RSS
     triangle (recorded by the second, replayed by the others): bit for bit what each
-    pixel gets alone, where nothing is shared."""
+    pixel gets alone, where nothing is shared (``h=30``: recorded by the starts side by
+    side in lanes)."""
     data, t = _shared_mask_cube(seed=5)
     kwargs = dict(freq=23, criteria=True, engine="cpu", **options)
     together = bfast_lite(data, t, **kwargs)

@@ -13,7 +13,9 @@ Same rules as :mod:`tscube.bfast.core.bai_perron` (the reference), organised for
   by modified Gram–Schmidt QR that drops aliased columns by R's ``lm.fit`` rule (a
   column's orthogonal part below 1e-7 of its norm), as strucchange's ``recresid`` does,
   and two exact refits after the first full-rank one keep the updates' rounding below
-  what could move a breakpoint;
+  what could move a breakpoint; for eight regressors (the default model) the starts
+  after the first run 32 at a time side by side, as SIMD lanes
+  (:mod:`tscube.bfast.core.start_lanes_cpu`);
 * the dynamic programme over segment ends, ties to the earliest break, fed each start's
   segments as they come: the triangle is never stored;
 * pixels with the same valid dates share everything above but their values: one
@@ -32,6 +34,8 @@ import numpy as np
 
 from ..._jit import jit
 from .ols import LM_FIT_TOL
+from .start_lanes_8_cpu import first_fits_lanes_8, full_rank_lanes_8, update_lanes_8
+from .start_lanes_cpu import LANES, W_FULL, W_OK, W_ROWS, W_TOTAL, lane_scratch
 
 #: Exact refits after the first full-rank fit, every k rows.
 _REFITS = 2
@@ -452,14 +456,16 @@ def triangle_memo(n_times, k):
     triangles that depends on the rows only: each start's kind and inverse Gram, and
     every update step's ``P x`` and ``1 / f``. One per thread; empty (never used) for series
     whose steps would take more than :data:`MEMO_MAX_BYTES`. Also the per-thread scratch
-    of one pixel: the RSS of its last segments, and a replay's for one lane."""
+    of one pixel: the RSS of its last segments, a replay's for one lane, and a batch of
+    starts' (:func:`~tscube.bfast.core.start_lanes_cpu.lane_scratch`)."""
     capacity = n_times * (n_times + 1) // 2 + n_times
-    last = np.empty((n_times, 1))
+    last = np.empty(n_times)
     if capacity * (k + 1) * 8 > MEMO_MAX_BYTES:
         n_times = capacity = 0
     key = np.full(3, -1, dtype=np.int64)  # the last pixel's n and h, whether recorded
     return (np.empty(n_times, dtype=np.int64), key, np.empty((n_times + 1, k, k)),
-            np.empty(n_times + 1, dtype=np.int64), np.empty((capacity, k + 1)), last, replay_scratch(n_times, k, 1))
+            np.empty(n_times + 1, dtype=np.int64), np.empty((capacity, k + 1)), last, replay_scratch(n_times, k, 1),
+            lane_scratch(last.shape[0]))
 
 
 @jit()
@@ -546,6 +552,39 @@ def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
                     at[g] = i - 1
 
 
+@jit(error_model="numpy")
+def _programme_row_1(best, arg, M, n, h, i, first_end, values, count):
+    """:func:`_programme_row` for one pixel whose programme is ``best``, ``arg``
+    ``(M + 1, n)`` (contiguous: the compiler vectorises the offers) and segments' RSS
+    ``values[c]``; the same choices."""
+    lo = max(first_end, i + h - 1) - first_end
+    hi = min(first_end + count, n - h) - first_end
+    to_last = first_end + count == n and n - 1 >= i + h - 1
+    if i == 0:
+        for c in range(lo, hi):
+            best[0, first_end + c] = values[c]
+        if to_last:
+            best[0, n - 1] = values[count - 1]
+        return
+    hi = max(hi, lo)
+    offered = values[lo:hi]  # views from index 0: the compiler knows every index is in bounds
+    for m in range(1, min(M, i // h) + 1):
+        prev = best[m - 1, i - 1]
+        held = best[m, first_end + lo:first_end + hi]
+        at = arg[m, first_end + lo:first_end + hi]
+        for c in range(hi - lo):
+            total = prev + offered[c]
+            old = held[c]
+            better = total < old
+            held[c] = total if better else old
+            at[c] = i - 1 if better else at[c]
+        if to_last:
+            total = prev + values[count - 1]
+            if total < best[m, n - 1]:
+                best[m, n - 1] = total
+                arg[m, n - 1] = i - 1
+
+
 @jit()
 def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
                        force_record=False):
@@ -575,7 +614,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
     update (:func:`replay_partitions`); in BFAST Lite the first of a group of such pixels
     records (``force_record``: record whatever came before) and the group replays."""
     k = X.shape[1]
-    memo_rows, key, memo_P, kinds, steps, last, one_lane = memo
+    memo_rows, key, memo_P, kinds, steps, last, one_lane, _ = memo
     same = _same_rows(memo, rows, n, h)
     if same and key[2] == 1:  # recorded: a group of one
         replay_partitions(X, rows, y.reshape((1, y.shape[0])), np.zeros(1, dtype=np.int64), n, h, M, best, arg,
@@ -590,7 +629,8 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
         key[0] = n
         key[1] = h
         key[2] = 0
-    programme_start(best, arg, M, n, lane, 1)
+    solo_best = np.full((M + 1, n), np.inf)  # this pixel's programme, contiguous (copied to its lane at the end)
+    solo_arg = np.full((M + 1, n), -1, dtype=np.int64)
     mean = _prefix_sums(X, rows, y, n, S, U, YY)
     sums = h >= _SUMS_MIN_ROWS * k
     at = 0  # next update step of the memo
@@ -602,16 +642,20 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             _copy_square(memo_P, n, P)
     # last[i]: the RSS of the last segment i..n-1
     if back:  # the last segments, from one pass backwards
-        last[n - h, 0] = _rss_from_sums(P, U, YY, n - h, n)
-        _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h, 0], P, Px, w, steps, at, record)
+        last[n - h] = _rss_from_sums(P, U, YY, n - h, n)
+        _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h], P, Px, w, steps, at, record)
         at += n - h
         for c in range(n - h):
-            last[n - h - 1 - c, 0] = w[c]
+            last[n - h - 1 - c] = w[c]
     stop = (n - h) if back else n
-    row = w.reshape((w.shape[0], 1))
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
+        if sums and i > 0 and k == 8:  # the others side by side, LANES at a time
+            for i0 in range(i, n - h + 1, LANES):
+                at = _start_batch(X, rows, y, mean, n, h, M, solo_best, solo_arg, i0, min(LANES, n - h + 1 - i0), back,
+                                  stop, S, U, YY, w, Q, R, idx, beta, P, Px, memo, record, at)
+            break
         last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
         kind = _START_RECURSION
         if sums and first_rows_full_rank(X, rows, i, Q, S, R):
@@ -625,17 +669,92 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             kinds[i] = kind
         if kind == _START_RECURSION:
             _forward(X, rows, y, i, n - i, w, Q, R, idx, beta, P, Px)
-            _programme_row(best, arg, M, n, h, lane, 1, i, i + k, row, n - i - k)
+            _programme_row_1(solo_best, solo_arg, M, n, h, i, i + k, w, n - i - k)
             continue
         if kind == _START_SUMS:
             w[0] = _rss_from_sums(P, U, YY, i, i + h)
             _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
             at += stop - i - h
-            _programme_row(best, arg, M, n, h, lane, 1, i, i + h - 1, row, stop - i - h + 1)
+            _programme_row_1(solo_best, solo_arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
         if back:
-            _programme_row(best, arg, M, n, h, lane, 1, i, n - 1, last[i:], 1)
+            _programme_row_1(solo_best, solo_arg, M, n, h, i, n - 1, last[i:], 1)
     if record:
         key[2] = 1  # complete: the next pixel with these rows replays it
+    for m in range(M + 1):
+        for e in range(n):
+            best[m, e, lane] = solo_best[m, e]
+            arg[m, e, lane] = solo_arg[m, e]
+
+
+@jit()
+def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S, U, YY, w, Q, R, idx, beta, P, Px,
+                 memo, record, at):
+    """Starts ``i0..i0+count-1`` (``count <= LANES``, all after the first) of
+    :func:`optimal_partitions` for eight regressors, side by side
+    (:mod:`tscube.bfast.core.start_lanes_cpu`): each start's kind as there, the first fits
+    from the sums and the updates of the starts so fitted in lanes, then each start's
+    segments offered to the programme (``best``, ``arg``: one pixel's) in order. Returns
+    the memo's next update step."""
+    k = X.shape[1]
+    _, _, memo_P, kinds, steps, last, _, lanes = memo
+    W, seg, ints = lanes
+    active_from, offsets, start_kinds, place = ints[0], ints[1], ints[2], ints[3]
+    full_rank_lanes_8(S, i0, count, _SURELY_FULL_PIVOT, W)
+    # no fit for the starts with no room for a segment after them (the last ones)
+    fitted = max(0, min(count, n - 2 * h - i0 + 1)) if back else count
+    first_fits_lanes_8(S, U, YY, i0, h, fitted, _SUMS_MIN_PIVOT, W)
+    updated = 0  # the starts fitted from the sums take the first lanes of W, in order
+    for l in range(count):
+        i = i0 + l
+        kind = _START_RECURSION
+        # the first k rows' rank by R's rule (the exact test where the sums cannot tell)
+        if W[W_FULL * LANES + l] == 1.0 or first_rows_full_rank(X, rows, i, Q, S, R):
+            if l >= fitted:
+                kind = _START_NONE
+            elif W[W_OK * LANES + l] == 1.0:
+                kind = _START_SUMS
+        start_kinds[l] = kind
+        if record:
+            kinds[i] = kind
+        if kind != _START_SUMS:
+            continue
+        c = updated
+        place[l] = c
+        if c < l:  # after a start that is not: its lane moves down
+            for r in range(W_ROWS):
+                W[r * LANES + c] = W[r * LANES + l]
+        if record:
+            for a in range(k):
+                for b in range(a + 1):
+                    memo_P[i, a, b] = memo_P[i, b, a] = W[(a * (a + 1) // 2 + b) * LANES + c]
+        active_from[c] = i + h
+        offsets[c] = at
+        at += stop - i - h
+        updated += 1
+    for c in range(updated, LANES):  # the lanes past the last run idle (update_lanes_8)
+        for r in range(W_TOTAL + 1):
+            W[r * LANES + c] = 0.0
+        active_from[c] = stop + 1
+    if updated > 0:
+        first = active_from[0]
+        for c in range(updated):
+            seg[active_from[c] - first, c] = W[W_TOTAL * LANES + c]
+        update_lanes_8(X, rows, y, mean, U, W, active_from, updated, first, stop, seg, steps, offsets, record)
+    for l in range(count):
+        i = i0 + l
+        if start_kinds[l] == _START_RECURSION:
+            _forward(X, rows, y, i, n - i, w, Q, R, idx, beta, P, Px)
+            _programme_row_1(best, arg, M, n, h, i, i + k, w, n - i - k)
+            continue
+        if start_kinds[l] == _START_SUMS:
+            c = place[l]
+            offset = active_from[c] - active_from[0]
+            for e in range(stop - i - h + 1):
+                w[e] = seg[offset + e, c]
+            _programme_row_1(best, arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
+        if back:
+            _programme_row_1(best, arg, M, n, h, i, n - 1, last[i:], 1)
+    return at
 
 
 @jit()
@@ -752,7 +871,7 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
     pixel's own. ``scratch``: :func:`replay_scratch` for at least ``len(group)`` lanes."""
     k = X.shape[1]
     G = group.shape[0]
-    _, _, memo_P, kinds, steps, _, _ = memo
+    _, _, memo_P, kinds, steps, _, _, _ = memo
     U, YY, centred, mean, seg, last, diff = scratch
     gain = mean[G:]  # the means are needed only for the prefix sums
     programme_start(best, arg, M, n, lane, G)
