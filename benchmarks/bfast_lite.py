@@ -16,6 +16,14 @@ Prints one JSON line per measurement, then a Markdown table (``--markdown``).
 * ``detection``: cubes with 0-3 planted level shifts (0.1-0.3 NDVI, noise 0.02, 30 %
   missing): planted breaks found, spurious ones, and the median date error in valid
   observations.
+* ``triangle_gflops`` (per ``modis`` setting): the segment RSS triangle's rank-one
+  updates of ``(X'X)^{-1}`` per pixel (``updates_per_pixel``, counted from each pixel's
+  ``n`` and ``h``), at ``4 k^2`` flops each (``P x`` and the update of ``P``), over the
+  whole one-thread time per pixel: a lower bound of the triangle's own rate, against
+  ``fma_roof_gflops`` (:func:`isa.fma_roof`, one thread); only for the cubes with random
+  gaps, where each pixel computes its own triangle (none with the pre-test).
+* ``lanes``: the kernel of those updates alone (eight regressors, 32 segment starts as
+  SIMD lanes over 250 rows, one thread): ns per start and row, GFLOP/s, share of the roof.
 
 Usage::
 
@@ -34,7 +42,7 @@ import numpy as np
 
 import tscube
 from bfast_monitor import best_of  # this folder's
-from isa import target  # this folder's
+from isa import fma_roof, target  # this folder's
 from tscube.datasets import make_cube
 
 #: R bfastlite seconds per pixel on one core (no gaps, 20 % missing), from the fixtures'
@@ -51,7 +59,25 @@ R_ANCHOR = {
 }
 
 
-def bench_modis(n_pixels: int, repeat: int) -> list[dict]:
+def triangle_updates(n: int, h: int, k: int) -> int:
+    """Rank-one updates of the RSS triangle of a pixel of ``n`` observations and minimum
+    segment ``h`` (``bai_perron_cpu.optimal_partitions``): from the sums (``h >= 3k``)
+    the last segments backwards, the first start, and each later start to row ``n - h``;
+    else R's recursion from ``k`` rows for every start, to the end."""
+    starts = [0] + list(range(h, n - h + 1))
+    if h >= 3 * k:
+        return (n - h) + sum(max(n - 2 * h - i, 0) for i in starts)
+    return sum(n - i - k for i in starts)
+
+
+def regressors(kwargs: dict) -> int:
+    """k of the model of a ``modis`` setting (freq 23)."""
+    if kwargs.get("season"):
+        return 2 + 22
+    return 2 + 2 * kwargs.get("order", 3)
+
+
+def bench_modis(n_pixels: int, repeat: int, roof: float) -> list[dict]:
     cube = make_cube("demo", shape=(1, n_pixels), n_dates=275, n_history=150, nan_fraction=0.0, seed=4)
     rows = []
     threads = numba.get_num_threads()
@@ -70,12 +96,51 @@ def bench_modis(n_pixels: int, repeat: int) -> list[dict]:
             finally:
                 numba.set_num_threads(threads)
             r_seconds = r_missing if missing else r_gap_free
+            k = regressors(kwargs)
+            counts = np.isfinite(part.reshape(part.shape[0], -1)).sum(axis=0)
+            h = kwargs.get("h", 0.15)
+            updates = np.mean([triangle_updates(int(n), int(np.floor(n * h)) if h < 1 else int(h), k) for n in counts])
+            # only where every pixel computes its own triangle: gap-free pixels replay a shared
+            # one at O(k) per update, and the pre-test skips most pixels' triangles
+            own = missing > 0 and not kwargs.get("level")
+            gflops = updates * 4 * k * k / (one / n_timed) / 1e9 if own else None
             rows.append(dict(
                 bench="modis", setting=setting, missing=missing, pixels=n_timed, threads=threads,
                 us_per_pixel=1e6 * all_threads / n_timed, us_per_pixel_1thread=1e6 * one / n_timed,
                 r_s_per_pixel=r_seconds, vs_r_per_core=r_seconds / (one / n_timed),
+                updates_per_pixel=updates, triangle_gflops=gflops, fma_roof_gflops=roof,
+                of_roof=gflops / roof if own else None,
             ))
     return rows
+
+
+def bench_lanes(roof: float, repeat: int) -> dict:
+    """The lane kernel of the triangle's updates alone: 32 starts side by side over 250
+    rows of eight regressors, one thread."""
+    from tscube.bfast.core.start_lanes_8_cpu import update_lanes_8
+    from tscube.bfast.core.start_lanes_cpu import LANES, W_ROWS
+
+    n_rows, k = 250, 8
+    rng = np.random.default_rng(0)
+    X, y, U = rng.normal(size=(n_rows, k)), rng.normal(size=n_rows), rng.normal(size=(n_rows + 1, k))
+    rows = np.arange(n_rows)
+    W = np.zeros(W_ROWS * LANES)
+    for a in range(k):  # P = I / 100 in every lane (its triangle's diagonal)
+        W[(a * (a + 1) // 2 + a) * LANES:(a * (a + 1) // 2 + a + 1) * LANES] = 0.01
+    first_row = np.zeros(LANES, dtype=np.int64)
+    seg, steps, offsets = np.empty((n_rows + 1, LANES)), np.empty((1, k + 1)), np.zeros(LANES, dtype=np.int64)
+    run = lambda: update_lanes_8(X, rows, y, 0.0, U, W, first_row, LANES, 0, n_rows, seg, steps, offsets, False)  # noqa: E731
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        run()
+        seconds = best_of(run, max(repeat, 5))
+    finally:
+        numba.set_num_threads(threads)
+    per_update = seconds / (n_rows * LANES)
+    gflops = 4 * k * k / per_update / 1e9
+    return dict(bench="lanes", k=k, lanes=LANES, rows=n_rows, ns_per_update=1e9 * per_update, gflops=gflops,
+                fma_roof_gflops=roof, of_roof=gflops / roof)
 
 
 def bench_against_monitor(name: str, n_pixels: int, repeat: int) -> dict:
@@ -128,12 +193,19 @@ def bench_detection(n_pixels: int, seed: int = 11) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| setting | missing | µs/pixel, 1 thread | R s/pixel (anchor) | R / tscube per core | µs/pixel, all threads |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| setting | missing | µs/pixel, 1 thread | R s/pixel (anchor) | R / tscube per core | µs/pixel, all threads "
+             "| triangle GFLOP/s (whole pixel) | of FMA roof |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["bench"] == "modis":
             lines.append(f"| {r['setting']} | {r['missing']:.0%} | {r['us_per_pixel_1thread']:.0f} | "
-                         f"{r['r_s_per_pixel']} | {r['vs_r_per_core']:.0f}× | {r['us_per_pixel']:.0f} |")
+                         f"{r['r_s_per_pixel']} | {r['vs_r_per_core']:.0f}× | {r['us_per_pixel']:.0f} | "
+                         + (f"{r['triangle_gflops']:.1f} | {r['of_roof']:.0%} |" if r["triangle_gflops"] else "– | – |"))
+    for r in rows:
+        if r["bench"] == "lanes":
+            lines += ["", f"Lane kernel alone ({r['lanes']} starts × {r['rows']} rows, k = {r['k']}, one thread): "
+                          f"{r['ns_per_update']:.2f} ns per update, {r['gflops']:.1f} GFLOP/s, "
+                          f"{r['of_roof']:.0%} of the FMA roof ({r['fma_roof_gflops']:.1f} GFLOP/s)."]
     lines += ["", "| cube | pixels × dates | missing | BFAST Lite ns/pixel-date | monitor(all) ns/pixel-date | ratio |",
               "|---|---|---|---|---|---|"]
     for r in rows:
@@ -149,12 +221,16 @@ def main(argv=None) -> None:
     parser.add_argument("--pixels", type=int, default=2048, help="pixels per cube")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--modis-only", action="store_true", help="only the MODIS settings (and the lane kernel)")
     args = parser.parse_args(argv)
-    print(json.dumps(dict(bench="machine", cpus=os.cpu_count(), threads=numba.get_num_threads(), **target())),
-          flush=True)
-    rows = bench_modis(args.pixels, args.repeat)
-    rows += [bench_against_monitor(name, args.pixels, args.repeat) for name in ("D2", "peru_small")]
-    rows.append(bench_detection(400))
+    roof = fma_roof()
+    print(json.dumps(dict(bench="machine", cpus=os.cpu_count(), threads=numba.get_num_threads(), **target(),
+                          fma_roof_gflops_1thread=roof)), flush=True)
+    rows = [bench_lanes(roof, args.repeat)]
+    rows += bench_modis(args.pixels, args.repeat, roof)
+    if not args.modis_only:
+        rows += [bench_against_monitor(name, args.pixels, args.repeat) for name in ("D2", "peru_small")]
+        rows.append(bench_detection(400))
     for row in rows:
         print(json.dumps(row), flush=True)
     if args.markdown:

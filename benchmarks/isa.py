@@ -14,7 +14,10 @@ vector conversions between float64 and 64-bit integers), set both::
 Each benchmark prints :func:`target` in its machine line; a separate numba cache folder
 per target is not needed (numba keys its cache by CPU name and features).
 
-Usage: ``python benchmarks/isa.py [--avx2-features]``
+:func:`fma_roof` measures the float64 fused multiply-add rate one thread reaches here, the
+roof that kernels' GFLOP/s are compared to.
+
+Usage: ``python benchmarks/isa.py [--avx2-features | --fma-roof]``
 """
 
 from __future__ import annotations
@@ -52,8 +55,51 @@ def target() -> dict:
     return dict(numba_cpu=name, vector_isa=vector, target_set=numba.config.CPU_NAME is not None)
 
 
+def fma_roof(seconds: float = 0.3) -> float:
+    """GFLOP/s of float64 fused multiply-adds on one thread, as numba compiles them for
+    this target: 1,024 independent chains (the compiler vectorises across them and keeps
+    several vectors in flight), 64 multiply-adds each, best of three runs."""
+    import time
+
+    import numpy as np
+    from numba import njit
+
+    @njit(fastmath={"contract"}, error_model="numpy", cache=False)
+    def chains(x, y, reps):
+        for _ in range(reps):
+            for i in range(x.shape[0]):
+                v = x[i]
+                for _ in range(64):
+                    v = v * 0.999999 + 1e-7
+                y[i] = v
+        return y[0]
+
+    x = np.random.default_rng(0).random(1024)
+    y = np.empty_like(x)
+    chains(x, y, 1)
+    reps = 1
+    while True:
+        begin = time.perf_counter()
+        chains(x, y, reps)
+        if time.perf_counter() - begin > seconds / 3:
+            break
+        reps *= 2
+    best = min(_timed(chains, x, y, reps) for _ in range(3))
+    return 2 * 64 * x.size * reps / best / 1e9
+
+
+def _timed(kernel, *args) -> float:
+    import time
+
+    begin = time.perf_counter()
+    kernel(*args)
+    return time.perf_counter() - begin
+
+
 if __name__ == "__main__":
     if "--avx2-features" in sys.argv[1:]:
         print(avx2_features())
+    elif "--fma-roof" in sys.argv[1:]:
+        print(json.dumps(dict(**target(), fma_roof_gflops_1thread=round(fma_roof(), 1))))
     else:
         print(json.dumps(target()))

@@ -585,7 +585,7 @@ def _programme_row_1(best, arg, M, n, h, i, first_end, values, count):
                 arg[m, n - 1] = i - 1
 
 
-@jit()
+@jit(inline="always")  # compiled in each kernel that calls it, not once more on its own (docs/performance.md)
 def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
                        force_record=False):
     """Bai–Perron dynamic programme of one pixel for ``m = 0..M`` breaks into lane
@@ -686,7 +686,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             arg[m, e, lane] = solo_arg[m, e]
 
 
-@jit()
+@jit(inline="always")  # one call site: compiled once, in optimal_partitions (docs/performance.md)
 def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S, U, YY, w, Q, R, idx, beta, P, Px,
                  memo, record, at):
     """Starts ``i0..i0+count-1`` (``count <= LANES``, all after the first) of
@@ -903,7 +903,7 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
             _programme_row(best, arg, M, n, h, lane, G, i, n - 1, last[i:], 1)
 
 
-@jit()
+@jit(inline="always")  # a thin wrapper: compiled in its kernel only (docs/performance.md)
 def group_partitions(X, rows, Y, group, n, h, M, best, arg, memo, scratch, w, Q, R, idx, beta, P, Px, S, U, YY):
     """:func:`optimal_partitions` of the pixels ``group`` (rows of ``rows`` and ``Y``), which
     share their compacted rows, ``n`` and ``h``, into lanes ``0..len(group)-1``: where

@@ -123,7 +123,7 @@ def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx):
     return _roc_start(w, n - k, level, not sigma > PERFECT_FIT_RTOL * y_scale)
 
 
-@jit()
+@jit(inline="always")  # one call site: compiled in the kernel only (docs/performance.md)
 def _bp_start(X, rows, y, n, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
     """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
     k = X.shape[1]
