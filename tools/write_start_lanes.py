@@ -7,8 +7,10 @@ so each kernel is one loop over the lanes whose body is the whole computation fo
 lane, every loop over the eight regressors unrolled here, every intermediate a local.
 Each line repeats the operation order of the one-start code in
 :mod:`tscube.bfast.core.bai_perron_cpu` (``_cholesky_of_sums``, ``_inverse_from_sums``,
-``_rss_from_sums``, ``_update_8``), so the results are the same bits (the updates keep
-``(X'X)^{-1}`` symmetric, one triangle: there the bits differ by rounding).
+``_rss_from_sums``, ``_update_8``): the set-up gives the same bits; the updates keep
+``(X'X)^{-1}`` symmetric (one triangle) and fuse the multiply-adds of the products that
+the memo records (a fifth faster), so there the bits differ by rounding. What a replay
+recomputes (each row's prediction and RSS) keeps the replay's operations.
 
     python tools/write_start_lanes.py            # rewrite the module
     python tools/write_start_lanes.py --check    # exit 1 if it is not what this writes

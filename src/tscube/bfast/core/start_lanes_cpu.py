@@ -11,8 +11,11 @@ end of its first ``h`` rows, so the lanes at work are always the first ones.
 
 Each lane repeats, operation for operation and in the same order, what the one-start
 functions of :mod:`tscube.bfast.core.bai_perron_cpu` do (``_cholesky_of_sums``,
-``_inverse_from_sums``, ``_rss_from_sums``, ``_update_8``): the same bits, so that the
-memo's recorded steps, its replays and a pixel run alone agree exactly.
+``_inverse_from_sums``, ``_rss_from_sums``, ``_update_8``), except that the updates keep
+``(X'X)^{-1}`` symmetric and fuse the multiply-adds of ``P x`` (rounding: the RSS move by
+about 1e-16). Each row's prediction and RSS are computed as a replay computes them from
+the recorded ``P x`` and ``1 / f``, so that the memo's replays and a pixel run alone agree
+bit for bit.
 
 How the code is written is what makes the compiler vectorise it (numba's LLVM runs the
 loop vectorizer, not the SLP one, so only loops vectorise, and only where it can tell
@@ -21,8 +24,9 @@ trip count known only at run time (a constant one is unrolled before it could be
 vectorised); and in the updates every per-lane value lives in one flat array ``W`` at
 rows of a constant stride :data:`LANES`, so that the compiler sees every access as a
 constant distance from the others (across arrays it would need a run-time check per
-pair, and gives up past eight). The updates exist for eight regressors (the default
-trend and three harmonics), written out; other models take the one-start path.
+pair, and gives up past eight). The kernels exist for eight regressors (the default
+trend and three harmonics), written out (:mod:`tscube.bfast.core.start_lanes_8_cpu`, by
+``tools/write_start_lanes.py``); other models take the one-start path.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from ..._jit import jit
 
 #: Starts per batch, and the stride of a lane's values in ``W``: four AVX-512 vectors or
 #: eight AVX2 ones. The compiler unrolls some lane loops four vectors wide and leaves
-#: fewer lanes to scalar code: 16 lanes ran 10-30 % slower in the set-up.
+#: fewer lanes to scalar code (16 lanes: the set-up 12 % slower, in its first form).
 LANES = 32
 
 # Rows of ``W`` (each LANES wide) in the eight-regressor kernels
