@@ -324,7 +324,7 @@ def test_cpu_kmeans_tiles_give_the_reference_labels(n_samples, n_features, monke
     monkeypatch.setattr(config, "CLUSTER_BLOCK_SAMPLES", 1000)
     rng = np.random.default_rng(n_samples)
     X = rng.standard_normal((n_samples, n_features))
-    centers = rng.standard_normal((5, n_features))
+    centers = rng.standard_normal((5, n_features))  # two pairs and one left
     centers[3] = centers[1]  # a tie: the first of the two centres wins
     expected = _reference.kmeans_statistics(X, centers)
     got = _cpu.kmeans_statistics(X, centers)
@@ -447,3 +447,26 @@ def test_cpu_kmeans_expanded_form_keeps_the_exact_labels(n_clusters):
     assert labels is None and sse is None
     np.testing.assert_array_equal(counts, got[2])
     np.testing.assert_array_equal(sums, got[3])
+
+
+@pytest.mark.parametrize("magnitude", [1e-120, 1.0, 1e120])  # squares within float64's range
+def test_cpu_kmeans_float32_scores_keep_the_exact_labels_at_every_scale(magnitude):
+    """The kernel scores in float32, in a frame shifted to the centres' mean and scaled by
+    a power of two: data far below or above float32's range give the exact labels, and a
+    sample whose float32 score overflows (an outlier 1e30 times the centres' spread) or is
+    NaN is decided by the exact float64 distances as the reference does."""
+    rng = np.random.default_rng(3)
+    centers = magnitude * (5.0 + rng.normal(size=(9, 6)))
+    X = magnitude * (5.0 + rng.normal(size=(5_000, 6)))
+    X[:40] = 0.5 * (centers[0] + centers[1])  # ties, as far as rounding allows
+    X[40] = magnitude * 1e30
+    X[41, 2] = np.nan
+    expected = _reference.kmeans_statistics(X, centers)
+    got = _cpu.kmeans_statistics(X, centers)
+    np.testing.assert_array_equal(got[0], expected[0])
+    for g, e in zip(got[1:], expected[1:]):
+        np.testing.assert_allclose(g, e, rtol=1e-12)
+    # a frame of the centres alone: 0.5 <= largest |c - o| * scale < 1, exact powers of two
+    origin, scale = _cpu._score_frame(centers)
+    assert 0.5 <= np.abs(centers - origin).max() * scale < 1.0 and np.log2(scale) % 1 == 0
+    assert _cpu._score_frame(np.ones((3, 2)))[1] == 1.0  # no spread: no scaling

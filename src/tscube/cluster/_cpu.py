@@ -11,6 +11,8 @@ Same interface as :mod:`tscube.cluster._reference`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tscube import config
@@ -151,100 +153,139 @@ def _gmm_log_resp_kernel(task, n_tasks, X, means, prec, log_const, full, out_log
 #: ``(D, KMEANS_TILE)`` so that the distance loops run across samples (SIMD lanes).
 KMEANS_TILE = 64
 
-#: A sample whose two smallest expanded-form scores are closer than
-#: ``KMEANS_MARGIN × (D + 3) × eps × (‖x‖² + max_k ‖c_k‖²)`` is re-assigned with exact
-#: distances. The rounding error of one score is below ``3 γ_{D+1} (‖x‖² + ‖c‖²)`` and
-#: that of an exact distance below ``2 γ_{D+3} (‖x‖² + ‖c‖²)`` (``γ_n = n eps / 2``), so
-#: a larger margin proves that the exact distances have the same unique minimum; 8 is
-#: a safety factor of about 1.6 over the sum of the four errors.
+#: A sample whose two smallest expanded-form scores are not provably apart, i.e. closer
+#: than ``KMEANS_MARGIN × (D + 3) × eps32 × (‖x'‖² + max_k ‖c'_k‖²)``, is re-assigned with
+#: exact float64 distances. The scores are float32 sums over the shifted and scaled data
+#: ``x' = (x − o) s`` and centres ``c'`` (see :func:`_score_frame`): rounding ``x'``,
+#: ``−2c'`` and ``‖c'‖²`` to float32 and the ``D`` fused multiply-adds of a score leave
+#: an error below ``(D + 2.1) u (2‖c'‖² + ‖x'‖²)`` (``u = eps32 / 2``; ``2|x'·c'| ≤
+#: ‖x'‖² + ‖c'‖²``), so the two scores compared err by less than
+#: ``2 (D + 2.1) eps32 (‖x'‖² + max ‖c'‖²)``; the exact distances' float64 rounding is
+#: ~1e-9 of that. 8 is a safety factor of about 4 over the sum, which also covers the
+#: float32 rounding of the test itself.
 KMEANS_MARGIN = 8.0
+
+
+def _score_frame(centers):
+    """Origin ``o`` and power-of-two scale ``s`` of the frame in which the kernel scores:
+    ``x' = (x − o) s`` and ``c' = (c − o) s`` have the same nearest centres as ``x`` and
+    ``c`` (a translation and a positive scaling), with ``o`` the centres' mean and the
+    largest ``|c'_kj|`` in [0.5, 1). Centring keeps ``‖x'‖²``, which the scores' rounding
+    scales with, near the distances that decide (data far from the origin no longer
+    cancel); the exact power of two keeps float32's range for every scale of data."""
+    origin = centers.mean(axis=0)
+    spread = float(np.max(np.abs(centers - origin), initial=0.0))
+    scale = math.ldexp(1.0, -math.frexp(spread)[1]) if 0.0 < spread < math.inf else 1.0
+    return origin, scale
+
+
+@jit(inline="always")
+def _offer(score, index, best, second, best_k):
+    """A sample's running (best, second best, first argmin) after one more centre's score."""
+    higher = score if score > best else best
+    second = higher if higher < second else second
+    best_k = index if score < best else best_k
+    best = score if score < best else best
+    return best, second, best_k
 
 
 @jit(fastmath=CONTRACT)
 def _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat):
     """Smallest and second smallest ``cn_k + Σ_j c2_kj x_j`` per sample, and the
-    first centre reaching the smallest (``c2 = −2c``, ``cn = ‖c‖²``)."""
+    first centre reaching the smallest (``c2 = −2c'``, ``cn = ‖c'‖²``, all float32)."""
     n_clusters = c2.shape[0]
     for i in range(m):
         best[i] = np.inf
         second[i] = np.inf
         best_k[i] = 0
-    # the centre indices chosen between are unsigned like best_k: numba unifies a signed and
-    # an unsigned 64-bit integer as a float64, and converting float64 lanes to integers back
-    # and forth takes AVX-512 (vcvtuqq2pd); without it (AVX2) every lane goes through scalar
-    # conversions, which made the whole loop 3x slower
-    for k in range(0, n_clusters - 1, 2):
-        first = np.uint64(k)
-        other = np.uint64(k + 1)
+    # the centre indices chosen between are unsigned 32-bit like best_k, one lane per float32
+    # score: numba unifies a signed and an unsigned 64-bit integer as a float64, and
+    # converting float64 lanes to integers back and forth takes AVX-512 (vcvtuqq2pd);
+    # without it (AVX2) every lane goes through scalar conversions (the loop 3x slower).
+    # Centres in pairs: a sample's running values are loaded and stored once per pair (four
+    # per pass scored no faster on AVX2 or AVX-512, eight did not vectorise).
+    n_paired = n_clusters - n_clusters % 2
+    for k in range(0, n_paired, 2):
+        first = np.uint32(k)
+        other = np.uint32(k + 1)
         for i in range(m):
             s = cn[k]
             t = cn[k + 1]
             for j in range(n_feat):
-                s += c2[k, j] * xt[j, i]
-                t += c2[k + 1, j] * xt[j, i]
-            b = best[i]
-            low = second[i]
-            high = s if s > b else b
-            low = high if high < low else low
-            kk = first if s < b else best_k[i]
-            b = s if s < b else b
-            high = t if t > b else b
-            second[i] = high if high < low else low
-            best_k[i] = other if t < b else kk
-            best[i] = t if t < b else b
-    if n_clusters % 2:
-        k = n_clusters - 1
-        last = np.uint64(k)
+                x = xt[j, i]
+                s += c2[k, j] * x
+                t += c2[k + 1, j] * x
+            b, low, kk = _offer(s, first, best[i], second[i], best_k[i])
+            b, low, kk = _offer(t, other, b, low, kk)
+            best[i] = b
+            second[i] = low
+            best_k[i] = kk
+    if n_paired < n_clusters:
+        last = np.uint32(n_paired)
         for i in range(m):
-            s = cn[k]
+            s = cn[n_paired]
             for j in range(n_feat):
-                s += c2[k, j] * xt[j, i]
-            b = best[i]
-            high = s if s > b else b
-            second[i] = high if high < second[i] else second[i]
-            best_k[i] = last if s < b else best_k[i]
-            best[i] = s if s < b else b
+                s += c2[n_paired, j] * xt[j, i]
+            b, low, kk = _offer(s, last, best[i], second[i], best_k[i])
+            best[i] = b
+            second[i] = low
+            best_k[i] = kk
 
 
 @jit(nogil=True)
-def _kmeans_kernel(task, n_tasks, X, centers, block, n_blocks, sums_only, labels, out_sse, out_counts, out_sums,
-                   features):
+def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, sums_only, labels, out_sse,
+                   out_counts, out_sums, features):
     """The k-means assignment of task ``task`` of ``n_tasks`` (a range of blocks), for
     ``len(features)`` features (a tuple: its length is part of its type).
 
     Distances are compared in the expanded form ``‖c‖² − 2 x·c`` (``‖x‖²`` is common to
     all centres of a sample): ``D`` fused multiply-adds per sample and centre instead of
-    ``D`` subtractions and ``D`` multiply-adds — a small matrix product per tile. A tile of
-    samples is transposed so that the loop over its samples is a SIMD loop, the centres
-    are taken two at a time (each sample's running minimum, second minimum and argmin
-    are loaded and stored once per pair), and the number of features is a compile-time
-    constant of the kernel (the length of the tuple ``features``, which numba compiles a
-    kernel for: LLVM unrolls the feature loop and keeps the sums in registers). Compiled per feature count on first use, and cached on disk
-    like every kernel.
+    ``D`` subtractions and ``D`` multiply-adds — a small matrix product per tile. The
+    scores are float32, twice the SIMD lanes of float64, in the frame of
+    :func:`_score_frame` (``origin``, ``scale``). A tile of samples is shifted, scaled,
+    rounded to float32 and transposed in one pass so that the loop over its samples is a
+    SIMD loop, the centres are taken two at a time (each sample's running minimum, second
+    minimum and argmin are loaded and stored once per pair), and the number of features is
+    a compile-time constant of the kernel (the length of the tuple ``features``, which
+    numba compiles a kernel for: LLVM unrolls the feature loop and keeps the sums in
+    registers). Compiled per feature count on first use, and cached on disk like every
+    kernel.
 
-    The expanded form cancels when ``‖x‖²`` is much larger than the distances, so it
-    only decides where it provably agrees with the exact distance: a sample whose best
-    and second-best scores are within :data:`KMEANS_MARGIN`'s bound of each other
-    (ties included) is re-assigned with exact distances ``Σ_j (x_j − c_j)²``, first
-    centre on ties. Labels are therefore those of the exact distance. The SSE is the
-    exact squared distance to the chosen centre. ``sums_only``: counts and sums, no
-    labels written and no SSE (all a Lloyd iteration needs).
+    The scores only decide where they provably agree with the exact distance: a sample
+    whose best and second-best scores are within :data:`KMEANS_MARGIN`'s bound of each
+    other (ties, overflow and NaN included) is re-assigned with exact float64 distances
+    ``Σ_j (x_j − c_j)²``, first centre on ties. Labels are therefore those of the exact
+    distance, and counts, sums and the SSE are float64 sums of the data as given.
+    ``sums_only``: counts and sums, no labels written and no SSE (all a Lloyd iteration
+    needs).
     """
     n_feat = len(features)
     n_samples, n_columns = X.shape
     n_clusters = centers.shape[0]
-    c2 = -2.0 * centers
-    cn = np.sum(centers * centers, axis=1)  # ‖c_k‖²
+    c2 = np.empty((n_clusters, n_feat), dtype=np.float32)
+    cn = np.empty(n_clusters, dtype=np.float32)
+    for k in range(n_clusters):
+        norm = 0.0
+        for j in range(n_feat):
+            c = (centers[k, j] - origin[j]) * scale
+            c2[k, j] = np.float32(-2.0 * c)
+            norm += c * c
+        cn[k] = np.float32(norm)
     largest_cn = cn.max()
-    margin = KMEANS_MARGIN * (n_feat + 3) * np.finfo(np.float64).eps
+    margin = np.float32(KMEANS_MARGIN * (n_feat + 3) * np.finfo(np.float32).eps)
+    sse = np.empty(n_clusters)
+    counts = np.empty(n_clusters)
+    sums = np.empty((n_clusters, n_feat))
+    xt = np.empty((n_feat, KMEANS_TILE), dtype=np.float32)
+    best = np.empty(KMEANS_TILE, dtype=np.float32)
+    second = np.empty(KMEANS_TILE, dtype=np.float32)
+    best_k = np.empty(KMEANS_TILE, dtype=np.uint32)  # unsigned: no wraparound code
     for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
-        sse = np.zeros(n_clusters)
-        counts = np.zeros(n_clusters)
-        sums = np.zeros((n_clusters, n_feat))
-        xt = np.empty((n_feat, KMEANS_TILE))
-        best = np.empty(KMEANS_TILE)
-        second = np.empty(KMEANS_TILE)
-        best_k = np.empty(KMEANS_TILE, dtype=np.uint64)  # unsigned: no wraparound code
+        for k in range(n_clusters):
+            sse[k] = 0.0
+            counts[k] = 0.0
+            for j in range(n_feat):
+                sums[k, j] = 0.0
         stop = min((b + 1) * block, n_samples)
         for t0 in range(b * block, stop, KMEANS_TILE):
             m = min(KMEANS_TILE, stop - t0)
@@ -252,14 +293,16 @@ def _kmeans_kernel(task, n_tasks, X, centers, block, n_blocks, sums_only, labels
             # (a load per cache line and feature) took twice as long, a third of the kernel
             for i in range(m):
                 for j in range(n_feat):
-                    xt[j, i] = X[t0 + i, j]
+                    xt[j, i] = np.float32((X[t0 + i, j] - origin[j]) * scale)
             _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat)
             n_close = 0
             for i in range(m):
-                norm = 0.0
-                for j in range(n_feat):
-                    norm += xt[j, i] * xt[j, i]
-                close = second[i] - best[i] <= margin * (norm + largest_cn)
+                norm = np.float32(0.0)
+                for j in range(n_feat):  # across samples, as SIMD lanes: not fused into the
+                    norm += xt[j, i] * xt[j, i]  # transposition, where it was a chain per sample
+                # "not apart" rather than "close": a NaN or infinite score or bound
+                # (float32 overflow, NaN data) goes to the exact distances too
+                close = not (second[i] - best[i] > margin * (norm + largest_cn))
                 best[i] = -1.0 if close else 0.0  # reused as the flag
                 n_close += close
             if n_close:
@@ -338,8 +381,10 @@ def kmeans_statistics(X, centers, sums_only=False):
     out_sse = np.zeros((n_blocks, n_clusters))
     out_counts = np.zeros((n_blocks, n_clusters))
     out_sums = np.zeros((n_blocks, n_clusters, n_features))
-    run_tasks(_kmeans_kernel, task_count(n_blocks), X, np.ascontiguousarray(centers, dtype=np.float64), block,
-              n_blocks, sums_only, labels, out_sse, out_counts, out_sums, (0,) * n_features)
+    centers = np.ascontiguousarray(centers, dtype=np.float64)
+    origin, scale = _score_frame(centers)
+    run_tasks(_kmeans_kernel, task_count(n_blocks), X, centers, origin, scale, block, n_blocks, sums_only, labels,
+              out_sse, out_counts, out_sums, (0,) * n_features)
     if sums_only:
         return None, None, out_counts.sum(axis=0), out_sums.sum(axis=0)
     return labels, out_sse.sum(axis=0), out_counts.sum(axis=0), out_sums.sum(axis=0)
