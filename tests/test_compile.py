@@ -254,3 +254,34 @@ def test_compile_elsewhere_without_a_process_compiles_here(monkeypatch):
     assert kernel not in _jit._PENDING
     run_tasks(kernel, 3, out)
     np.testing.assert_array_equal(out, [0.0, 1.0, 2.0])
+
+
+def test_per_pixel_kernels_compile_once_for_every_kind_of_cube():
+    """BFAST Lite's and the history selections' kernels take the cube as bytes and a dtype
+    code (bfast.core.series_cpu.cube_bytes): float32, float64, int16 with nodata, big-endian,
+    Fortran-ordered and read-only cubes run one compiled kernel each, with the results of
+    the float64 cube (integers: of the same values as floats)."""
+    from tscube import bfast_lite, bfast_monitor
+    from tscube.bfast.lite import _cpu as lite_cpu
+    from tscube.bfast.monitor.history import _cpu as history_cpu
+    from tscube.datasets import make_cube
+
+    cube = make_cube("demo", shape=(3, 5), seed=2)
+    scaled = np.round(cube.data * 1e4)
+    readonly = scaled.copy()
+    readonly.flags.writeable = False
+    int16 = np.where(np.isnan(scaled), -3000, scaled).astype(np.int16)
+    kinds = [scaled, scaled.astype(np.float32), int16, int16.astype(">i2"), np.asfortranarray(scaled), readonly,
+             int16.astype(np.uint16) + np.uint16(5000)]
+    nodatas = [None, None, -3000, -3000, None, None, 2000]
+    lite = [bfast_lite(k, cube.dates, freq=23, nodata=nd, engine="cpu") for k, nd in zip(kinds, nodatas)]
+    assert len(lite_cpu._lite_kernel.signatures) == 1
+    for result in lite[1:]:
+        np.testing.assert_array_equal(result.break_index, lite[0].break_index)
+        np.testing.assert_array_equal(result.n_obs, lite[0].n_obs)
+    for history, kernel in (("BP", history_cpu._history_kernel), ("ROC", history_cpu._roc_lanes_kernel)):
+        runs = [bfast_monitor(k, cube.dates, cube.start, freq=23, history=history, nodata=nd, engine="cpu")
+                for k, nd in zip(kinds, nodatas)]
+        assert len(kernel.signatures) == 1, history
+        for result in runs[1:]:
+            np.testing.assert_array_equal(result.n_history, runs[0].n_history)

@@ -30,10 +30,10 @@ from ..._jit import compile_elsewhere, jit
 from ..._threads import run_tasks
 from ..core.bai_perron_cpu import (breaks_of, dummy_partitions, fit_residuals, group_partitions, memo_chunks,
                                    minus_2_loglik, qr_fit_in_order, replay_scratch, triangle_memo)
-from ..core.inputs import invalid_mask, kernel_nodata
+from ..core.inputs import invalid_mask
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.rules_cpu import pretest_pvalue
-from ..core.series_cpu import compact_valid, load_tile, tile_buffer
+from ..core.series_cpu import compact_valid, cube_bytes, cube_pixels, load_tile, load_tile_bytes, tile_buffer
 from .confint import break_interval
 from .plan import TEST_TYPES, ClassicPlan
 from .result import empty_classic_outputs
@@ -294,7 +294,7 @@ def _full_position(rows, n, index):
 
 
 @jit(nogil=True)
-def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, cycle, no_columns, no_cycle, h_frac,
+def _classic_kernel(c, n_chunks, raw, code, nodata, has_nodata, start, Xt, Xs, Xh, cycle, no_columns, no_cycle, h_frac,
                     level_t, level_s, asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m, block,
                     status, n_iter, magnitude, magnitude_index, magnitudes, trend_out, seasonal_out, remainder_out,
                     n_trend, trend_index, trend_ci, trend_p, n_season, season_index, season_ci, season_p,
@@ -302,7 +302,8 @@ def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, 
     """Chunk ``c`` of ``n_chunks`` of consecutive blocks of ``block`` pixels (a task of
     :func:`tscube._threads.run_tasks`; one triangle memo per design and chunk).
 
-    ``values`` (T, P) any numeric dtype; ``start`` (T, P) the STL start's seasonal;
+    ``raw``, ``code``: the cube (T, P) as :func:`~tscube.bfast.core.series_cpu.cube_bytes` (one
+    kernel for every dtype); ``start`` (T, P) the STL start's seasonal;
     ``status`` holds the start's verdict on entry. ``Xt``, ``Xs``: the trend and seasonal
     designs (``Xs`` without columns: no seasonal model); ``Xh``: the harmonic columns of
     ``Xs`` when its segments share the intercept, else no columns; ``cycle``: each date's
@@ -310,7 +311,8 @@ def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, 
     of the types of ``Xh`` and ``cycle``, for the trend step. ``asked_*``: breaks asked
     for (-1: BIC); ``test``: the :data:`TEST_TYPES` index. Outputs as
     :func:`empty_classic_outputs`."""
-    T, P = values.shape
+    T = raw.shape[0]
+    P = cube_pixels(raw, code)
     seasonal_model = Xs.shape[1] > 0
     n_seasons = Xs.shape[1] + 1 if seasonal_model else 1
     t_scratch = _design_scratch(T, Xt.shape[1], max_m, block)
@@ -349,7 +351,7 @@ def _classic_kernel(c, n_chunks, values, nodata, has_nodata, start, Xt, Xs, Xh, 
     for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
         p0 = ib * block
         width = min(P, p0 + block) - p0
-        load_tile(values, p0, width, T, tile)
+        load_tile_bytes(raw, code, p0, width, T, tile)
         load_tile(start, p0, width, T, start_tile)
         any_active = False
         for g in range(width):
@@ -458,7 +460,6 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
     n_times, n_pixels = values.shape
     out = empty_classic_outputs(n_times, n_pixels, plan.break_slots, plan.max_iter if iterations else 0)
     invalid, _ = invalid_mask(values, plan.nodata)
-    nodata, has_nodata = kernel_nodata(values, plan.nodata)
     no_columns = np.empty((n_times, 0))
     season_design = no_columns if plan.season_design is None else plan.season_design
     harmonic_columns = np.ascontiguousarray(season_design[:, 1:]) if plan.season_intercept else no_columns
@@ -473,8 +474,9 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
     block = max(1, min(_BLOCK, (32 << 20) // (16 * (max_m + 1) * n_times + 1)))
     n_chunks = memo_chunks(n_pixels, block)
     start = np.empty((1, 1))  # the STL start's seasonal, below
+    raw, code, nodata, has_nodata = cube_bytes(values, plan.nodata)  # one kernel for every dtype
     args = [
-        values, nodata, has_nodata, start, plan.trend_design, season_design, harmonic_columns, cycle, no_columns,
+        raw, code, nodata, has_nodata, start, plan.trend_design, season_design, harmonic_columns, cycle, no_columns,
         no_cycle, plan.h, plan.level[0], plan.level[1], asked[0], asked[1], TEST_TYPES.index(plan.test),
         plan.max_iter, MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, max_m, block,
         out["status"], out["n_iter"], out["magnitude"], out["magnitude_index"], out["magnitudes"], out["trend"],
@@ -484,7 +486,7 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
     ]
     # a first call compiles the kernel in another process while this one builds the STL start
     compile_elsewhere(_classic_kernel, [0, n_chunks, *args])
-    args[3], status = start_seasonal(values, invalid, plan.freq, "cpu")
+    args[4], status = start_seasonal(values, invalid, plan.freq, "cpu")
     out["status"][:] = status
     out["n_obs"][:] = n_times - invalid.sum(axis=0)
     run_tasks(_classic_kernel, n_chunks, *args)

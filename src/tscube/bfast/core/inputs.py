@@ -26,8 +26,11 @@ def check_numeric_dtype(values: np.ndarray, what: str = "data") -> None:
 def as_numbers(values: np.ndarray, what: str = "data") -> np.ndarray:
     """``values`` as the engines take them: float or integer numbers (anything else is
     refused, :func:`check_numeric_dtype`), float16 widened to float32 (no kernel computes in
-    half precision, and float32 holds every float16 exactly)."""
+    half precision, and float32 holds every float16 exactly), big-endian data swapped to the
+    machine's byte order (numba kernels take native numbers only)."""
     check_numeric_dtype(values, what)
+    if not values.dtype.isnative:
+        values = values.astype(values.dtype.newbyteorder("="))
     return values.astype(np.float32) if values.dtype == np.float16 else values
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..._jit import jit
 from ..._prefetch import prefetch_row
+from .inputs import kernel_nodata
 
 
 @jit(plain_args=True)
@@ -45,6 +46,59 @@ def load_tile(values, p0, width, stop, tile):
             prefetch_row(values, t + _PREFETCH_DATES, base + np.uint64(width - 1))
         for q in range(width):
             tile[q, t] = np.float64(values[t, base + np.uint64(q)])
+
+
+#: The cube dtypes that kernels taking :func:`cube_bytes` read in place, by code.
+CUBE_DTYPES = (np.float64, np.float32)
+_CUBE_ITEMSIZES = (8, 4)
+
+
+def cube_bytes(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, int, float, bool]:
+    """A ``(T, P)`` cube as ``(raw, code, nodata, has_nodata)``: its bytes, a read-only
+    C-contiguous ``(T, P × itemsize)`` uint8 array, its dtype's index in
+    :data:`CUBE_DTYPES`, and the nodata value as the kernels compare it
+    (:func:`~tscube.bfast.core.inputs.kernel_nodata`).
+
+    numba compiles a kernel once per array type it is called with: per dtype, layout and
+    writeability. For the per-pixel kernels (BFAST Lite, Bai–Perron and ROC history
+    selection, classic BFAST: tens of seconds each, docs/performance.md) that was a
+    compilation for every kind of cube a user or a test suite passes. A kernel that takes
+    ``raw, code`` is compiled once, and :func:`load_tile_bytes` reads float32 and float64
+    values in place. Other cubes are converted once (one pass, against hundreds of
+    operations per value): integers of up to 16 bits to float32, other types to float64,
+    ``nodata`` becoming NaN; big-endian data is swapped and other layouts copied. A loader
+    per integer type as well cost the first call 8 s of compiling (ten versions)."""
+    if not values.dtype.isnative:
+        values = values.astype(values.dtype.newbyteorder("="))
+    if values.dtype not in CUBE_DTYPES:
+        small = values.dtype.kind in "iu" and values.dtype.itemsize <= 2
+        converted = values.astype(np.float32 if small else np.float64)
+        if nodata is not None:
+            with np.errstate(over="ignore", invalid="ignore"):
+                converted[values == nodata] = np.nan
+        values, nodata = converted, None
+    nodata, has_nodata = kernel_nodata(values, nodata)
+    values = np.ascontiguousarray(values)
+    raw = values.reshape(values.shape[0], -1).view(np.uint8)
+    raw = raw.view()
+    raw.flags.writeable = False
+    return raw, CUBE_DTYPES.index(values.dtype.type), nodata, has_nodata
+
+
+@jit(plain_args=True)
+def cube_pixels(raw, code):
+    """The number of pixels ``P`` of a cube passed as :func:`cube_bytes`."""
+    return raw.shape[1] // (8 if code == 0 else 4)
+
+
+@jit(plain_args=True)
+def load_tile_bytes(raw, code, p0, width, stop, tile):
+    """:func:`load_tile` from a cube passed as :func:`cube_bytes` (``raw``, ``code``): the
+    bytes seen as float64 or float32, a branch taken once per tile."""
+    if code == 0:
+        load_tile(raw.view(np.float64), p0, width, stop, tile)
+    else:
+        load_tile(raw.view(np.float32), p0, width, stop, tile)
 
 
 @jit()
