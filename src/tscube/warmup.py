@@ -27,7 +27,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,8 +36,9 @@ __all__ = ["ALGORITHMS", "DTYPES", "JOBS", "WarmupRecord", "warmup"]
 
 #: The data types warmed unless told otherwise: what satellite cubes arrive as once
 #: scaled (float32) and what NumPy computes in (float64). Integer data (e.g. int16 MODIS
-#: NDVI with a nodata value) compiles the kernels that read the cube once more per type:
-#: ``dtypes=("int16",)``.
+#: NDVI with a nodata value) compiles BFAST Monitor's and STL's kernels once more per type:
+#: ``dtypes=("int16",)`` (BFAST Lite's, classic BFAST's and the history selections' take
+#: every type, ``bfast.core.series_cpu.cube_bytes``).
 DTYPES = ("float32", "float64")
 
 
@@ -159,17 +160,22 @@ class _Job:
     typed: bool = True  # compiles per data type of the cube (else once, whatever the types asked)
 
 
-#: Every job: its name, what it compiles, the jobs it must follow.
+#: Every job: its name, what it compiles, the jobs it must follow. In the order a worker
+#: takes them (the first whose jobs to follow are done): the longest chain first (BFAST
+#: Lite and STL, then classic BFAST, about 75 s of compiling on a 2-core machine), so that
+#: the other jobs fill the other cores meanwhile; the ones near-real-time monitoring
+#: follows before Bai–Perron, whose longer job then runs beside it. On 2 cores this order
+#: took the warmup from 135 to about 100 s (docs/performance.md).
 JOBS = {job.name: job for job in (
-    _Job("monitor", _monitor),
-    _Job("monitor-roc", _monitor_roc),
-    _Job("monitor-bp", _monitor_bp),
-    _Job("calibration", _calibration),
     _Job("lite", _lite),
     _Job("stl", _stl),
     _Job("classic", _classic, after=("stl", "lite")),
-    _Job("cluster", _cluster, typed=False),
+    _Job("monitor-roc", _monitor_roc),
+    _Job("monitor", _monitor),
+    _Job("monitor-bp", _monitor_bp),
     _Job("nrt", _nrt, after=("monitor", "monitor-roc")),
+    _Job("calibration", _calibration),
+    _Job("cluster", _cluster, typed=False),
 )}
 
 #: The algorithms :func:`warmup` knows and their jobs.
@@ -241,27 +247,37 @@ def warmup(algorithms: Iterable[str] | None = None, *, dtypes: Iterable[str] = D
     records: list[WarmupRecord] = []
     # a job's data types run one after the other (a process each): the same kernel
     # compiled by two processes at once would be compiled twice
+    def run(name: str) -> list[WarmupRecord]:
+        found = []
+        for dtype in dtypes if JOBS[name].typed else ["float64"]:
+            record = _spawn(name, dtype)
+            found.append(record)
+            if echo:
+                state = f"failed: {record.error}" if record.error else (
+                    f"compiled {record.compiled} kernels" if record.compiled else "already cached")
+                echo(f"{name} ({dtype}): {state}, {record.seconds:.1f} s")
+        return found
+
+    # a worker takes the first job in JOBS' order whose jobs to follow are done (a job
+    # that waited in a worker would keep a core idle)
+    pending = [name for name in JOBS if name in names]
+    finished: dict[str, list[WarmupRecord]] = {}
+    running: dict[Future, str] = {}
     with ThreadPoolExecutor(workers) as pool:
-        done: dict[str, object] = {}
-
-        def run(name: str) -> list[WarmupRecord]:
-            for other in JOBS[name].after:
-                if other in done:
-                    done[other].result()
-            found = []
-            for dtype in dtypes if JOBS[name].typed else ["float64"]:
-                record = _spawn(name, dtype)
-                found.append(record)
-                if echo:
-                    state = f"failed: {record.error}" if record.error else (
-                        f"compiled {record.compiled} kernels" if record.compiled else "already cached")
-                    echo(f"{name} ({dtype}): {state}, {record.seconds:.1f} s")
-            return found
-
-        for name in sorted(names, key=lambda name: bool(JOBS[name].after)):  # jobs that wait go last
-            done[name] = pool.submit(run, name)
-        for name in names:
-            records += done[name].result()
+        while pending or running:
+            for name in [name for name in pending
+                         if all(other not in names or other in finished for other in JOBS[name].after)]:
+                if len(running) == workers:
+                    break
+                pending.remove(name)
+                running[pool.submit(run, name)] = name
+            if not running:  # cannot happen: every job a job follows is in the plan
+                raise RuntimeError(f"warmup: jobs {pending} wait for jobs that never run")
+            ended, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in ended:
+                finished[running.pop(future)] = future.result()
+    for name in names:
+        records += finished[name]
     failed = [record for record in records if record.error]
     if failed:
         raise RuntimeError("warmup failed: " + "; ".join(f"{r.job} ({r.dtype}): {r.error}" for r in failed))
