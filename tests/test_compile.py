@@ -259,8 +259,9 @@ def test_compile_elsewhere_without_a_process_compiles_here(monkeypatch):
 def test_per_pixel_kernels_compile_once_for_every_kind_of_cube():
     """BFAST Lite's and the history selections' kernels take the cube as bytes and a dtype
     code (bfast.core.series_cpu.cube_bytes): float32, float64, int16 with nodata, big-endian,
-    Fortran-ordered and read-only cubes run one compiled kernel each, with the results of
-    the float64 cube (integers: of the same values as floats)."""
+    Fortran-ordered and read-only cubes add one compiled version at most to each kernel
+    (none where an earlier test of this process compiled it), with the results of the
+    float64 cube (integers: of the same values as floats)."""
     from tscube import bfast_lite, bfast_monitor
     from tscube.bfast.lite import _cpu as lite_cpu
     from tscube.bfast.monitor.history import _cpu as history_cpu
@@ -274,14 +275,16 @@ def test_per_pixel_kernels_compile_once_for_every_kind_of_cube():
     kinds = [scaled, scaled.astype(np.float32), int16, int16.astype(">i2"), np.asfortranarray(scaled), readonly,
              int16.astype(np.uint16) + np.uint16(5000)]
     nodatas = [None, None, -3000, -3000, None, None, 2000]
+    compiled = {kernel: len(kernel.signatures) for kernel in (
+        lite_cpu._lite_kernel, history_cpu._history_kernel, history_cpu._roc_lanes_kernel)}
     lite = [bfast_lite(k, cube.dates, freq=23, nodata=nd, engine="cpu") for k, nd in zip(kinds, nodatas)]
-    assert len(lite_cpu._lite_kernel.signatures) == 1
+    assert len(lite_cpu._lite_kernel.signatures) <= compiled[lite_cpu._lite_kernel] + 1
     for result in lite[1:]:
         np.testing.assert_array_equal(result.break_index, lite[0].break_index)
         np.testing.assert_array_equal(result.n_obs, lite[0].n_obs)
     for history, kernel in (("BP", history_cpu._history_kernel), ("ROC", history_cpu._roc_lanes_kernel)):
         runs = [bfast_monitor(k, cube.dates, cube.start, freq=23, history=history, nodata=nd, engine="cpu")
                 for k, nd in zip(kinds, nodatas)]
-        assert len(kernel.signatures) == 1, history
+        assert len(kernel.signatures) <= compiled[kernel] + 1, history  # (_history_kernel: also ROC's)
         for result in runs[1:]:
             np.testing.assert_array_equal(result.n_history, runs[0].n_history)
