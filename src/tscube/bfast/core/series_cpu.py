@@ -50,7 +50,6 @@ def load_tile(values, p0, width, stop, tile):
 
 #: The cube dtypes that kernels taking :func:`cube_bytes` read in place, by code.
 CUBE_DTYPES = (np.float64, np.float32)
-_CUBE_ITEMSIZES = (8, 4)
 
 
 def cube_bytes(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, int, float, bool]:
@@ -66,8 +65,9 @@ def cube_bytes(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, in
     ``raw, code`` is compiled once, and :func:`load_tile_bytes` reads float32 and float64
     values in place. Other cubes are converted once (one pass, against hundreds of
     operations per value): integers of up to 16 bits to float32, other types to float64,
-    ``nodata`` becoming NaN; big-endian data is swapped and other layouts copied. A loader
-    per integer type as well cost the first call 8 s of compiling (ten versions)."""
+    ``nodata`` becoming NaN (for the call, a float32 copy of an int16 cube: twice its
+    bytes); big-endian data is swapped and other layouts copied. A loader per integer
+    type as well cost the first call 8 s of compiling (ten versions)."""
     if not values.dtype.isnative:
         values = values.astype(values.dtype.newbyteorder("="))
     if values.dtype not in CUBE_DTYPES:
@@ -79,7 +79,7 @@ def cube_bytes(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, in
         values, nodata = converted, None
     nodata, has_nodata = kernel_nodata(values, nodata)
     values = np.ascontiguousarray(values)
-    raw = values.reshape(values.shape[0], -1).view(np.uint8)
+    raw = values.view(np.uint8)  # (T, P × itemsize)
     raw = raw.view()
     raw.flags.writeable = False
     return raw, CUBE_DTYPES.index(values.dtype.type), nodata, has_nodata

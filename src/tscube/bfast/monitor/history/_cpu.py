@@ -569,7 +569,9 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
     if plan.history in ("all", "fixed"):
         return first, None
     flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
-    raw, code, nodata, has_nodata = cube_bytes(values, plan.nodata)  # one kernel for every dtype
+    # one kernel for every dtype; only the dates before the last monitoring start are read
+    # (a view of float data, the only part converted of integer data)
+    raw, code, nodata, has_nodata = cube_bytes(values[: int(plan.monitor_begin.max(initial=0))], plan.nodata)
     X = plan.design.matrix
     k = X.shape[1]
     if plan.history == "ROC" and k <= LANE_REGRESSORS and n_pixels:
