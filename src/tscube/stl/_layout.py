@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import jit
+from .._numbers import as_kernel_floats
 from .._threads import run_tasks, task_count
 
 #: Series per tile of the transposes: TILE x T reads stay in cache while the writes of
@@ -48,17 +49,7 @@ def kernel_values(values: np.ndarray, nodata):
     float32 or float64 in native byte order (other types are converted, nodata becoming
     NaN: integers of up to 16 bits to float32, the rest to float64), and ``nodata`` in
     the data's dtype (``has_nodata`` False where no value of that dtype can equal it)."""
-    if not values.dtype.isnative:  # big-endian data: swapped once, values unchanged
-        values = values.astype(values.dtype.newbyteorder("="))
-    if values.dtype not in (np.float32, np.float64):
-        # float16, longdouble: not numba types; integers: one float kernel instead of
-        # one compiled per integer type (float32 holds every 8- and 16-bit integer)
-        small = values.dtype.kind in "iu" and values.dtype.itemsize <= 2
-        converted = values.astype(np.float32 if small else np.float64)
-        if nodata is not None:
-            with np.errstate(over="ignore", invalid="ignore"):
-                converted[values == nodata] = np.nan
-        values, nodata = converted, None
+    values, nodata = as_kernel_floats(values, nodata)
     has_nodata, marker = _nodata_in(values.dtype, nodata)
     return _one_array_type(values), has_nodata, marker
 

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..._jit import jit
+from ..._numbers import as_kernel_floats
 from ..._prefetch import prefetch_row
 from .inputs import kernel_nodata
 
@@ -68,15 +69,7 @@ def cube_bytes(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, in
     ``nodata`` becoming NaN (for the call, a float32 copy of an int16 cube: twice its
     bytes); big-endian data is swapped and other layouts copied. A loader per integer
     type as well cost the first call 8 s of compiling (ten versions)."""
-    if not values.dtype.isnative:
-        values = values.astype(values.dtype.newbyteorder("="))
-    if values.dtype not in CUBE_DTYPES:
-        small = values.dtype.kind in "iu" and values.dtype.itemsize <= 2
-        converted = values.astype(np.float32 if small else np.float64)
-        if nodata is not None:
-            with np.errstate(over="ignore", invalid="ignore"):
-                converted[values == nodata] = np.nan
-        values, nodata = converted, None
+    values, nodata = as_kernel_floats(values, nodata)
     nodata, has_nodata = kernel_nodata(values, nodata)
     values = np.ascontiguousarray(values)
     raw = values.view(np.uint8)  # (T, P × itemsize)
