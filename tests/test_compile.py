@@ -257,8 +257,8 @@ def test_compile_elsewhere_without_a_process_compiles_here(monkeypatch):
 
 
 def test_per_pixel_kernels_compile_once_for_every_kind_of_cube():
-    """BFAST Lite's and the history selections' kernels take the cube as bytes and a dtype
-    code (bfast.core.series_cpu.cube_bytes): float32, float64, int16 with nodata, big-endian,
+    """BFAST Lite's and the history selections' kernels take the cube as bytes and its item
+    size (bfast.core.series_cpu.cube_bytes): float32, float64, int16 with nodata, big-endian,
     Fortran-ordered and read-only cubes add one compiled version at most to each kernel
     (none where an earlier test of this process compiled it), with the results of the
     float64 cube (integers: of the same values as floats)."""

@@ -6,6 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 
+def native_byte_order(values: np.ndarray) -> np.ndarray:
+    """``values`` in the machine's byte order (big-endian data swapped once, values
+    unchanged): numba kernels take native numbers only."""
+    return values if values.dtype.isnative else values.astype(values.dtype.newbyteorder("="))
+
+
 def as_kernel_floats(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, float | None]:
     """``(values, nodata)`` with ``values`` float32 or float64 in native byte order.
 
@@ -14,8 +20,7 @@ def as_kernel_floats(values: np.ndarray, nodata: float | None) -> tuple[np.ndarr
     the rest to float64. One float kernel then serves every integer type instead of one
     compiled per type (tens of seconds each), and float16 and longdouble, which are not
     numba types, are read too."""
-    if not values.dtype.isnative:
-        values = values.astype(values.dtype.newbyteorder("="))
+    values = native_byte_order(values)
     if values.dtype not in (np.float32, np.float64):
         small = values.dtype.kind in "iu" and values.dtype.itemsize <= 2
         converted = values.astype(np.float32 if small else np.float64)

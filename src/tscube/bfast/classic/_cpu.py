@@ -33,7 +33,7 @@ from ..core.bai_perron_cpu import (breaks_of, dummy_partitions, fit_residuals, g
 from ..core.inputs import invalid_mask
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.rules_cpu import pretest_pvalue
-from ..core.series_cpu import compact_valid, cube_bytes, cube_pixels, load_tile, load_tile_bytes, tile_buffer
+from ..core.series_cpu import compact_valid, cube_bytes, load_tile, load_tile_bytes, tile_buffer
 from .confint import break_interval
 from .plan import TEST_TYPES, ClassicPlan
 from .result import empty_classic_outputs
@@ -294,15 +294,15 @@ def _full_position(rows, n, index):
 
 
 @jit(nogil=True)
-def _classic_kernel(c, n_chunks, raw, code, nodata, has_nodata, start, Xt, Xs, Xh, cycle, no_columns, no_cycle, h_frac,
-                    level_t, level_s, asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m, block,
+def _classic_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, start, Xt, Xs, Xh, cycle, no_columns, no_cycle,
+                    h_frac, level_t, level_s, asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m, block,
                     status, n_iter, magnitude, magnitude_index, magnitudes, trend_out, seasonal_out, remainder_out,
                     n_trend, trend_index, trend_ci, trend_p, n_season, season_index, season_ci, season_p,
                     iter_trend, iter_season):
     """Chunk ``c`` of ``n_chunks`` of consecutive blocks of ``block`` pixels (a task of
     :func:`tscube._threads.run_tasks`; one triangle memo per design and chunk).
 
-    ``raw``, ``code``: the cube (T, P) as :func:`~tscube.bfast.core.series_cpu.cube_bytes` (one
+    ``raw``, ``itemsize``: the cube (T, P) as :func:`~tscube.bfast.core.series_cpu.cube_bytes` (one
     kernel for every dtype); ``start`` (T, P) the STL start's seasonal;
     ``status`` holds the start's verdict on entry. ``Xt``, ``Xs``: the trend and seasonal
     designs (``Xs`` without columns: no seasonal model); ``Xh``: the harmonic columns of
@@ -312,7 +312,7 @@ def _classic_kernel(c, n_chunks, raw, code, nodata, has_nodata, start, Xt, Xs, X
     for (-1: BIC); ``test``: the :data:`TEST_TYPES` index. Outputs as
     :func:`empty_classic_outputs`."""
     T = raw.shape[0]
-    P = cube_pixels(raw, code)
+    P = raw.shape[1] // itemsize
     seasonal_model = Xs.shape[1] > 0
     n_seasons = Xs.shape[1] + 1 if seasonal_model else 1
     t_scratch = _design_scratch(T, Xt.shape[1], max_m, block)
@@ -351,7 +351,7 @@ def _classic_kernel(c, n_chunks, raw, code, nodata, has_nodata, start, Xt, Xs, X
     for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
         p0 = ib * block
         width = min(P, p0 + block) - p0
-        load_tile_bytes(raw, code, p0, width, T, tile)
+        load_tile_bytes(raw, itemsize, p0, width, T, tile)
         load_tile(start, p0, width, T, start_tile)
         any_active = False
         for g in range(width):
@@ -474,9 +474,9 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
     block = max(1, min(_BLOCK, (32 << 20) // (16 * (max_m + 1) * n_times + 1)))
     n_chunks = memo_chunks(n_pixels, block)
     start = np.empty((1, 1))  # the STL start's seasonal, below
-    raw, code, nodata, has_nodata = cube_bytes(values, plan.nodata)  # one kernel for every dtype
+    raw, itemsize, nodata, has_nodata = cube_bytes(values, plan.nodata)  # one kernel for every dtype
     args = [
-        raw, code, nodata, has_nodata, start, plan.trend_design, season_design, harmonic_columns, cycle, no_columns,
+        raw, itemsize, nodata, has_nodata, start, plan.trend_design, season_design, harmonic_columns, cycle, no_columns,
         no_cycle, plan.h, plan.level[0], plan.level[1], asked[0], asked[1], TEST_TYPES.index(plan.test),
         plan.max_iter, MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, max_m, block,
         out["status"], out["n_iter"], out["magnitude"], out["magnitude_index"], out["magnitudes"], out["trend"],

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..._numbers import native_byte_order
+
 #: Equilibrated Cholesky pivot (1 - R^2 of a column on the previous ones) below which
 #: the history design counts as rank deficient (status SINGULAR_DESIGN). R's QR uses a
 #: tolerance of 1e-7 on |r_jj| / ||x_j||, i.e. 1e-14 on this squared scale; 1e-10 also
@@ -29,8 +31,7 @@ def as_numbers(values: np.ndarray, what: str = "data") -> np.ndarray:
     half precision, and float32 holds every float16 exactly), big-endian data swapped to the
     machine's byte order (numba kernels take native numbers only)."""
     check_numeric_dtype(values, what)
-    if not values.dtype.isnative:
-        values = values.astype(values.dtype.newbyteorder("="))
+    values = native_byte_order(values)
     return values.astype(np.float32) if values.dtype == np.float16 else values
 
 

@@ -49,46 +49,37 @@ def load_tile(values, p0, width, stop, tile):
             tile[q, t] = np.float64(values[t, base + np.uint64(q)])
 
 
-#: The cube dtypes that kernels taking :func:`cube_bytes` read in place, by code.
-CUBE_DTYPES = (np.float64, np.float32)
-
-
 def cube_bytes(values: np.ndarray, nodata: float | None) -> tuple[np.ndarray, int, float, bool]:
-    """A ``(T, P)`` cube as ``(raw, code, nodata, has_nodata)``: its bytes, a read-only
-    C-contiguous ``(T, P × itemsize)`` uint8 array, its dtype's index in
-    :data:`CUBE_DTYPES`, and the nodata value as the kernels compare it
-    (:func:`~tscube.bfast.core.inputs.kernel_nodata`).
+    """A ``(T, P)`` cube as ``(raw, itemsize, nodata, has_nodata)``: its bytes, a read-only
+    C-contiguous ``(T, P × itemsize)`` uint8 array of float64 (``itemsize`` 8) or float32
+    (4) values, and the nodata value as the kernels compare it
+    (:func:`~tscube.bfast.core.inputs.kernel_nodata`). A kernel finds ``P`` as
+    ``raw.shape[1] // itemsize``.
 
     numba compiles a kernel once per array type it is called with: per dtype, layout and
     writeability. For the per-pixel kernels (BFAST Lite, Bai–Perron and ROC history
     selection, classic BFAST: tens of seconds each, docs/performance.md) that was a
     compilation for every kind of cube a user or a test suite passes. A kernel that takes
-    ``raw, code`` is compiled once, and :func:`load_tile_bytes` reads float32 and float64
-    values in place. Other cubes are converted once (one pass, against hundreds of
-    operations per value): integers of up to 16 bits to float32, other types to float64,
-    ``nodata`` becoming NaN (for the call, a float32 copy of an int16 cube: twice its
-    bytes); big-endian data is swapped and other layouts copied. A loader per integer
-    type as well cost the first call 8 s of compiling (ten versions)."""
+    ``raw, itemsize`` is compiled once, and :func:`load_tile_bytes` reads float32 and
+    float64 values in place. Other cubes are converted once
+    (:func:`tscube._numbers.as_kernel_floats`: one pass, against hundreds of operations
+    per value; for the call, a float32 copy of an int16 cube: twice its bytes), other
+    layouts copied. A loader per integer type as well cost the first call 8 s of compiling
+    (ten versions)."""
     values, nodata = as_kernel_floats(values, nodata)
     nodata, has_nodata = kernel_nodata(values, nodata)
     values = np.ascontiguousarray(values)
     raw = values.view(np.uint8)  # (T, P × itemsize)
     raw = raw.view()
     raw.flags.writeable = False
-    return raw, CUBE_DTYPES.index(values.dtype.type), nodata, has_nodata
+    return raw, values.itemsize, nodata, has_nodata
 
 
 @jit(plain_args=True)
-def cube_pixels(raw, code):
-    """The number of pixels ``P`` of a cube passed as :func:`cube_bytes`."""
-    return raw.shape[1] // (8 if code == 0 else 4)
-
-
-@jit(plain_args=True)
-def load_tile_bytes(raw, code, p0, width, stop, tile):
-    """:func:`load_tile` from a cube passed as :func:`cube_bytes` (``raw``, ``code``): the
-    bytes seen as float64 or float32, a branch taken once per tile."""
-    if code == 0:
+def load_tile_bytes(raw, itemsize, p0, width, stop, tile):
+    """:func:`load_tile` from a cube passed as :func:`cube_bytes` (``raw``, ``itemsize``):
+    the bytes seen as float64 or float32, a branch taken once per tile."""
+    if itemsize == 8:
         load_tile(raw.view(np.float64), p0, width, stop, tile)
     else:
         load_tile(raw.view(np.float32), p0, width, stop, tile)

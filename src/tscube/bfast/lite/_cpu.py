@@ -21,7 +21,7 @@ from ..core.bai_perron_cpu import (breaks_of, fit_residuals, group_partitions, m
 from ..core.inputs import PERFECT_FIT_RTOL
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.rules_cpu import OLS_MOSUM, pretest_pvalue
-from ..core.series_cpu import compact_valid, cube_bytes, cube_pixels, load_tile_bytes
+from ..core.series_cpu import compact_valid, cube_bytes, load_tile_bytes
 from .plan import SELECTIONS, LitePlan
 from .result import empty_lite_outputs
 from .status import OVERFLOW_VALUE, BfastLiteStatus
@@ -180,8 +180,8 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
 
 
 @jit(nogil=True)
-def _lite_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection, n_asked,
-                 max_cap, level, interval, table, table_h, table_p, block, max_m,
+def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection,
+                 n_asked, max_cap, level, interval, table, table_h, table_p, block, max_m,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
                  magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale):
     """Blocks of pixels: each pixel's preparation; then, pixels in a row with the same
@@ -191,7 +191,7 @@ def _lite_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, trend_raw, time,
 
     Parameters
     ----------
-    raw, code
+    raw, itemsize
         The cube (T, P), pixels flattened, as :func:`~tscube.bfast.core.series_cpu.cube_bytes`
         (one kernel for every dtype).
     nodata : float; has_nodata : bool
@@ -229,7 +229,7 @@ def _lite_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, trend_raw, time,
         (a task of :func:`tscube._threads.run_tasks`).
     """
     T = raw.shape[0]
-    P = cube_pixels(raw, code)
+    P = raw.shape[1] // itemsize
     k = X.shape[1]
     n_blocks = (P + block - 1) // block
     # consecutive blocks per chunk: one triangle memo for all its pixels
@@ -257,7 +257,7 @@ def _lite_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, trend_raw, time,
     for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
         p0 = ib * block
         width = min(P, p0 + block) - p0
-        load_tile_bytes(raw, code, p0, width, T, tile)
+        load_tile_bytes(raw, itemsize, p0, width, T, tile)
         for q in range(width):
             M[q] = _prepare_pixel(tile[q], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap,
                                   level, table, table_h, table_p, p0 + q, rows[q], y[q], w, Q, R, idx, beta,
@@ -295,7 +295,7 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     _, n_pixels = values.shape
     design = plan.design
     out = empty_lite_outputs(n_pixels, plan.break_slots, design.k, plan.n_models)
-    raw, code, nodata, has_nodata = cube_bytes(values, plan.nodata)  # one kernel for every dtype
+    raw, itemsize, nodata, has_nodata = cube_bytes(values, plan.nodata)  # one kernel for every dtype
     trend_col = design.names.index("trend") if "trend" in design.names else -1
     n_times = values.shape[0]
     most_breaks = plan.break_slots  # the largest M of any pixel
@@ -304,7 +304,7 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     n_chunks = memo_chunks(n_pixels, block)
     run_tasks(
         _lite_kernel, n_chunks,
-        raw, code, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
+        raw, itemsize, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level if plan.level > 0 else None, plan.interval,
         MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, most_breaks,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],

@@ -30,7 +30,7 @@ from ...._threads import run_tasks
 from ...core.bai_perron_cpu import (breaks_of, memo_chunks, minus_2_loglik, optimal_partitions, qr_fit_in_order,
                                     recursive_residuals, triangle_memo)
 from ...core.inputs import PERFECT_FIT_RTOL
-from ...core.series_cpu import compact_valid, cube_bytes, cube_pixels, load_tile_bytes, tile_buffer
+from ...core.series_cpu import compact_valid, cube_bytes, load_tile_bytes, tile_buffer
 from ..plan import MonitorPlan
 from ._cpu_lane_inverse import inverse_lanes
 from ._cpu_lanes import (LANE_REGRESSORS, LANES, PACKED, S_ALONE, S_BETA, S_BNEW, S_COUNT, S_CUM, S_FIRST, S_FULL, S_G,
@@ -469,13 +469,13 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
 
 
 @jit(nogil=True)
-def _roc_lanes_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, X8, monitor_begin, level, first_hist, flagged):
+def _roc_lanes_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, X8, monitor_begin, level, first_hist, flagged):
     """ROC history selection, chunk ``c`` of ``n_chunks`` (a task of
     :func:`~tscube._threads.run_tasks`): its range of blocks of ``LANES`` pixels streamed
     through private buffers; the cube as :func:`~tscube.bfast.core.series_cpu.cube_bytes`
-    (``raw``, ``code``: one kernel for every dtype)."""
+    (``raw``, ``itemsize``: one kernel for every dtype)."""
     T = raw.shape[0]
-    n_pixels = cube_pixels(raw, code)
+    n_pixels = raw.shape[1] // itemsize
     k = X.shape[1]
     W = LANES
     S_count = monitor_begin.shape[0]
@@ -501,14 +501,15 @@ def _roc_lanes_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, X8, monitor
     for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
         p0 = ib * W
         width = min(n_pixels, p0 + W) - p0
-        load_tile_bytes(raw, code, p0, width, stop, tile)
+        load_tile_bytes(raw, itemsize, p0, width, stop, tile)
         for s in range(S_count):
             _roc_block(tile, p0, width, s, monitor_begin[s], nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
                        alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged)
 
 
 @jit(nogil=True)
-def _history_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, monitor_begin, roc_level, block, first_hist, flagged):
+def _history_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, monitor_begin, roc_level, block, first_hist,
+                    flagged):
     """History selection one pixel at a time, chunk ``c`` of ``n_chunks``: ROC at level
     ``roc_level`` (designs too wide for the lanes of :func:`_roc_lanes_kernel`), or
     Bai–Perron when ``roc_level`` is None. numba compiles one kernel per type of
@@ -516,7 +517,7 @@ def _history_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, monitor_begin
     BP's kernel holds no ROC code, ROC's no Bai–Perron programme. The cube as
     :func:`~tscube.bfast.core.series_cpu.cube_bytes` (one kernel for every dtype)."""
     T = raw.shape[0]
-    P = cube_pixels(raw, code)
+    P = raw.shape[1] // itemsize
     k = X.shape[1]
     S = monitor_begin.shape[0]
     n_blocks = (P + block - 1) // block
@@ -542,7 +543,7 @@ def _history_kernel(c, n_chunks, raw, code, nodata, has_nodata, X, monitor_begin
     for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
         p0 = ib * block
         width = min(P, p0 + block) - p0
-        load_tile_bytes(raw, code, p0, width, stop, tile)
+        load_tile_bytes(raw, itemsize, p0, width, stop, tile)
         for s in range(S):  # pixel after pixel for one start: alike rows, one memo
             for q in range(width):
                 p = p0 + q
@@ -571,7 +572,7 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
     flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
     # one kernel for every dtype; only the dates before the last monitoring start are read
     # (a view of float data, the only part converted of integer data)
-    raw, code, nodata, has_nodata = cube_bytes(values[: int(plan.monitor_begin.max(initial=0))], plan.nodata)
+    raw, itemsize, nodata, has_nodata = cube_bytes(values[: int(plan.monitor_begin.max(initial=0))], plan.nodata)
     X = plan.design.matrix
     k = X.shape[1]
     if plan.history == "ROC" and k <= LANE_REGRESSORS and n_pixels:
@@ -579,13 +580,13 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
         X8[:, :k] = X
         n_blocks = -(-n_pixels // LANES)
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
-        run_tasks(_roc_lanes_kernel, n_chunks, raw, code, nodata, has_nodata, X, X8, plan.monitor_begin.astype(np.int64),
-                  plan.level_roc, first, flagged)
+        run_tasks(_roc_lanes_kernel, n_chunks, raw, itemsize, nodata, has_nodata, X, X8,
+                  plan.monitor_begin.astype(np.int64), plan.level_roc, first, flagged)
         return first, flagged
     block = 16
     n_chunks = memo_chunks(n_pixels, block)
     run_tasks(
-        _history_kernel, n_chunks, raw, code, nodata, has_nodata,
+        _history_kernel, n_chunks, raw, itemsize, nodata, has_nodata,
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None,
         block, first, flagged,
     )
