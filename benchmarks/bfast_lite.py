@@ -61,11 +61,12 @@ R_ANCHOR = {
 
 def triangle_updates(n: int, h: int, k: int) -> int:
     """Rank-one updates of the RSS triangle of a pixel of ``n`` observations and minimum
-    segment ``h`` (``bai_perron_cpu.optimal_partitions``): from the sums (``h >= 3k``)
+    segment ``h`` (``bai_perron_cpu.optimal_partitions``): from the sums (``h > k``; the
+    starts whose first rows are rank deficient or ill-conditioned are not told apart)
     the last segments backwards, the first start, and each later start to row ``n - h``;
     else R's recursion from ``k`` rows for every start, to the end."""
     starts = [0] + list(range(h, n - h + 1))
-    if h >= 3 * k:
+    if h > k:
         return (n - h) + sum(max(n - 2 * h - i, 0) for i in starts)
     return sum(n - i - k for i in starts)
 

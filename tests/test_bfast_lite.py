@@ -166,6 +166,80 @@ def test_cpu_equals_reference_where_segment_starts_run_side_by_side(nan_fraction
     _assert_same(cpu, bfast_lite(data, t, engine="reference", **kwargs))
 
 
+@pytest.mark.parametrize("nan_fraction", [0.0, 0.2, 0.5])
+@pytest.mark.parametrize("options", [dict(h=12), dict(h=10, breaks="BIC"), dict(h=9, order=1, breaks=3),
+                                     dict(h=30, order=0, season=True, breaks="BIC")])
+def test_cpu_equals_reference_with_short_segments(nan_fraction, options):
+    """Minimum segments shorter than 3k rows (R's h = 12 observations; trend + season at
+    h = 30 < 72): segment starts from the sums, their first RSS from their residuals
+    (``bai_perron_cpu.refined_rss``) where the plain ``y'y - b'X'y`` of so few residual
+    degrees of freedom would lose it, R's recursion where the first rows are rank
+    deficient or the Gram near singular."""
+    data, t, _ = planted_cube(8, 230, nan_fraction, seed=17 + int(10 * nan_fraction), freq=23)
+    kwargs = dict(freq=23, criteria=True, **options)
+    cpu = bfast_lite(data, t, engine="cpu", **kwargs)
+    assert np.all(cpu.status == BfastLiteStatus.OK) and cpu.n_breaks.sum() > 0
+    assert np.all(cpu.h_obs < 3 * (4 if options.get("order") == 1 else 24 if options.get("season") else 8))
+    ref = bfast_lite(data, t, engine="reference", **kwargs)
+    if options.get("season"):  # rank-deficient starts' restricted residuals: R's recursion (cpu) against
+        # least squares plus its correction (reference), 1e-4 apart (SPEC-bfastlite §10), as before
+        np.testing.assert_allclose(cpu.rss, ref.rss, rtol=1e-4)
+        ref.rss[...] = cpu.rss
+    _assert_same(cpu, ref)
+
+
+def test_refined_rss_keeps_what_the_plain_sums_lose():
+    """Twelve consecutive 16-day rows of the default design (8 columns): the plain
+    ``y'y - b'X'y`` from the prefix sums of a 275-date series is off by up to 1e-4 of the
+    least-squares RSS; the refined residuals are within 1e-9 of it."""
+    from tscube.bfast.core import bai_perron_cpu as bp
+    from tscube.bfast.core.design import build_design
+    from tscube.timeaxis import build_time_axis
+
+    t = 2000 + np.arange(275) / 23
+    X = np.ascontiguousarray(build_design(build_time_axis(t, 23), 3, True).matrix)
+    y = 0.5 + 0.2 * np.sin(2 * np.pi * t) + np.random.default_rng(3).normal(0, 0.02, t.size)
+    n, k, h = t.size, X.shape[1], 12
+    rows = np.arange(n)
+    S, U, YY = np.zeros((n + 1, k, k)), np.zeros((n + 1, k)), np.zeros(n + 1)
+    mean = bp._prefix_sums(X, rows, y, n, S, U, YY)
+    P, L, scratch, u, beta = np.zeros((k, k)), np.zeros((k, k)), np.zeros(n), np.zeros(k), np.zeros(k)
+    plain_error = refined_error = 0.0
+    for i in range(0, n - h, 7):
+        assert bp._inverse_from_sums(S, i, i + h, P, L) and bp._well_conditioned(S, i, i + h, P)
+        exact = np.sum((y[i:i + h] - X[i:i + h] @ np.linalg.lstsq(X[i:i + h], y[i:i + h], rcond=None)[0]) ** 2)
+        plain_error = max(plain_error, abs(bp._rss_from_sums(P, U, YY, i, i + h) - exact) / exact)
+        refined = bp._first_rss(X, rows, y, mean, P, U, YY, i, i + h, scratch, u, beta)
+        refined_error = max(refined_error, abs(refined - exact) / exact)
+    assert plain_error > 1e-6 and refined_error < 1e-9
+
+
+def test_wide_designs_take_the_exact_rank_test():
+    """R's 22 season contrasts of 23 levels plus trend: 24-row windows missing a level
+    whose Gram passes the pivot shortcut all the same (the rounding of a near-singular
+    leading block); the rank test must say what Gram–Schmidt says for every window."""
+    from tscube.bfast.core import bai_perron_cpu as bp
+    from tscube.bfast.core.design import build_design
+    from tscube.timeaxis import build_time_axis
+
+    t = 2000 + np.arange(460) / 23
+    X = np.ascontiguousarray(build_design(build_time_axis(t, 23), 0, True, season=True).matrix)
+    k = X.shape[1]
+    rng = np.random.default_rng(0)
+    Q, L = np.zeros((k, t.size)), np.zeros((k, k))
+    passed_shortcut = 0
+    for _ in range(8):
+        rows = np.flatnonzero(rng.random(t.size) >= 0.2).astype(np.int64)
+        n = rows.size
+        S, U, YY = np.zeros((n + 1, k, k)), np.zeros((n + 1, k)), np.zeros(n + 1)
+        bp._prefix_sums(X, rows, rng.random(n), n, S, U, YY)
+        for i in range(n - k + 1):
+            exact = np.linalg.matrix_rank(X[rows[i:i + k]]) == k
+            assert bp.first_rows_full_rank(X, rows, i, Q, S, L) == exact
+            passed_shortcut += bool(not exact and bp._cholesky_of_sums(S, i, i + k, k, bp._SURELY_FULL_PIVOT, L))
+    assert passed_shortcut > 0  # the windows that the shortcut alone would have called full rank
+
+
 def test_rank_deficient_starts_among_starts_side_by_side():
     """Pixels observed once a year, on the same date, for ten years in the middle of
     their series: the starts there have rank-deficient first rows (R's recursion, one
@@ -333,12 +407,14 @@ def _shared_mask_cube(seed):
     return data, t
 
 
-@pytest.mark.parametrize("options", [dict(), dict(h=30), dict(breaks="BIC", h=40, order=2)])
+@pytest.mark.parametrize("options", [dict(), dict(h=30), dict(breaks="BIC", h=40, order=2), dict(h=12),
+                                     dict(h=14, order=1)])
 def test_pixels_with_shared_valid_dates_equal_each_pixel_alone(options):
     """Pixels in a row with the same valid dates share the rows-only part of the RSS
     triangle (recorded by the second, replayed by the others): bit for bit what each
     pixel gets alone, where nothing is shared (``h=30``: recorded by the starts side by
-    side in lanes)."""
+    side in lanes; ``h=12`` and ``h=14, order=1``: first fits shorter than 3k rows, their
+    RSS from their refined residuals, in lanes and one start at a time)."""
     data, t = _shared_mask_cube(seed=5)
     kwargs = dict(freq=23, criteria=True, engine="cpu", **options)
     together = bfast_lite(data, t, **kwargs)

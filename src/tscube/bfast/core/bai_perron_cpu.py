@@ -4,8 +4,9 @@ the same valid dates) per call.
 Same rules as :mod:`tscube.bfast.core.bai_perron` (the reference), organised for speed:
 
 * the segment RSS triangle, only where the programme reads it, start by start: for each
-  segment start a fit of its first ``h`` rows from prefix sums of X'X and X'y, then
-  rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}``, ``RSS(i, j)`` the running sum
+  segment start a fit of its first ``h`` rows from prefix sums of X'X and X'y (its RSS,
+  for fewer than ``3k`` rows, from its residuals with the coefficients refined once),
+  then rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}``, ``RSS(i, j)`` the running sum
   of squared recursive residuals, each row's prediction from the segment's sums; the
   last segments from one pass backwards. Where R's recursion differs from least squares
   (the first ``k`` rows of a segment rank deficient) or the start is ill-conditioned,
@@ -41,13 +42,22 @@ from .start_lanes_cpu import LANES, W_FULL, W_OK, W_ROWS, W_TOTAL, lane_scratch
 _REFITS = 2
 
 #: A segment starts from one fit of its first h rows by prefix sums (normal equations)
-#: only when h is at least this many times k (with few residual degrees of freedom the
-#: RSS is a small difference of large sums: h = 9 rows for k = 8 loses 1e-3 of it) ...
-_SUMS_MIN_ROWS = 3
-#: ... and every equilibrated Cholesky pivot of their Gram (1 - R^2 of a column on the
+#: where every equilibrated Cholesky pivot of their Gram (1 - R^2 of a column on the
 #: ones before it) is at least this: cond(X'X) below ~1e5 k. Other starts take the
 #: recursion from k rows with exact QR refits, as R.
 _SUMS_MIN_PIVOT = 1e-5
+#: From this many times k rows on, the first fit's RSS is ``y'y - b'X'y`` straight from
+#: the sums (within 3e-11 of least squares at 3k rows). With fewer residual degrees of
+#: freedom that difference of large sums loses up to 1e-4 of it (h = 12, k = 8) or all
+#: of it (h = 9), so shorter first fits sum their squared residuals instead, the
+#: coefficients refined once (:func:`refined_rss`; within 3e-8 of least squares at
+#: h = 9, 3e-11 from h = 11; docs/bfast_lite.md).
+_PLAIN_RSS_MIN_ROWS = 3
+#: A shorter first fit must also have an equilibrated Gram of 1-norm condition number
+#: at most this (the pivots alone let through near-singular Grams of 24 columns; 8
+#: columns over 12 rows of a 16-day series reach 3e9): a backward-stable inverse, so
+#: that the updates that follow stay the least squares of their rows.
+_SHORT_MAX_COND = 1e10
 
 
 @jit()
@@ -197,6 +207,12 @@ def recursive_residual(X, r, value, beta, P, Px, update):
 #: have full rank by R's rule for certain (R's bound is 1e-14 on this scale; the sums
 #: carry ~1e-13): the exact test by Gram–Schmidt is then skipped.
 _SURELY_FULL_PIVOT = 1e-8
+#: ... for designs of at most this many columns. The 24 columns of 23 season levels' R
+#: contrasts (polynomials of degree up to 22) carry the rounding of a near-singular
+#: leading block into the last pivot: 73 of 13,883 windows of 24 rows (20 % missing)
+#: passed the pivot test and were rank deficient. Trend and harmonics up to k = 14 and
+#: monthly dummies (k = 13): none wrong in 110,000 windows with 20-95 % missing.
+_SURELY_FULL_MAX_K = 16
 
 
 @jit()
@@ -209,8 +225,8 @@ def _cholesky_of_sums(S, i, j, k, min_pivot, L):
             s = S[j, a, b] - S[i, a, b]
             for m in range(b):
                 s -= L[a, m] * L[b, m]
-            if a == b:
-                if not s >= min_pivot * (S[j, a, a] - S[i, a, a]):
+            if a == b:  # (a zero column, s = 0, fails too)
+                if not (s > 0.0 and s >= min_pivot * (S[j, a, a] - S[i, a, a])):
                     return False
                 L[a, a] = math.sqrt(s)
             else:
@@ -222,9 +238,10 @@ def _cholesky_of_sums(S, i, j, k, min_pivot, L):
 def first_rows_full_rank(X, rows, i, Q, S, L):
     """Whether the ``k`` rows from compacted position ``i`` have full rank by R's rule:
     at once when the Cholesky factor of their Gram from the prefix sums ``S`` is far from
-    singular, else by modified Gram–Schmidt, twice, on the columns in order."""
+    singular (:data:`_SURELY_FULL_MAX_K` columns at most), else by modified Gram–Schmidt,
+    twice, on the columns in order."""
     k = X.shape[1]
-    if _cholesky_of_sums(S, i, i + k, k, _SURELY_FULL_PIVOT, L):
+    if k <= _SURELY_FULL_MAX_K and _cholesky_of_sums(S, i, i + k, k, _SURELY_FULL_PIVOT, L):
         return True
     for j in range(k):
         norm = 0.0
@@ -339,6 +356,83 @@ def _rss_from_sums(P, U, YY, i, j):
     return max(rss, 0.0)
 
 
+@jit(error_model="numpy")
+def refined_rss(X, rows, first, count, yc, P, u, beta):
+    """RSS of the least-squares fit of the ``count`` compacted rows from ``first`` (their
+    centred values ``yc[:count]``), given ``P`` = their inverse Gram and ``u`` = their
+    X'y (overwritten): the coefficients ``P u`` refined once by the normal equations of
+    their residuals (``beta += P X'e``, the corrected semi-normal equations), then the
+    sum of the squared residuals. Accurate where ``y'y - b'X'y`` is not: a first error
+    ``d`` in the coefficients moves the sum of squares by ``d' X'X d`` only, and the
+    refinement's residuals do not come from differences of prefix sums."""
+    k = X.shape[1]
+    for a in range(k):
+        s = 0.0
+        for b in range(k):
+            s += P[a, b] * u[b]
+        beta[a] = s
+    for a in range(k):
+        u[a] = 0.0  # from here on X'e
+    for c in range(count):
+        r = rows[first + c]
+        e = yc[c]
+        for a in range(k):
+            e -= X[r, a] * beta[a]
+        for a in range(k):
+            u[a] += X[r, a] * e
+    for a in range(k):
+        s = 0.0
+        for b in range(k):
+            s += P[a, b] * u[b]
+        beta[a] += s
+    rss = 0.0
+    for c in range(count):
+        r = rows[first + c]
+        e = yc[c]
+        for a in range(k):
+            e -= X[r, a] * beta[a]
+        rss += e * e
+    return rss
+
+
+@jit()
+def _well_conditioned(S, i, j, P):
+    """Whether the Gram of compacted rows ``i..j-1`` (prefix sums ``S``, lower triangle),
+    scaled to a unit diagonal, has a 1-norm condition number of at most
+    :data:`_SHORT_MAX_COND`, with ``P`` its inverse (from :func:`_inverse_from_sums`)."""
+    k = P.shape[0]
+    gram_norm = 0.0
+    inverse_norm = 0.0
+    for b in range(k):
+        db = math.sqrt(S[j, b, b] - S[i, b, b])
+        g = 0.0
+        q = 0.0
+        for a in range(k):
+            da = math.sqrt(S[j, a, a] - S[i, a, a])
+            gab = S[j, a, b] - S[i, a, b] if a >= b else S[j, b, a] - S[i, b, a]
+            g += abs(gab) / (da * db)
+            q += abs(P[a, b]) * (da * db)
+        gram_norm = max(gram_norm, g)
+        inverse_norm = max(inverse_norm, q)
+    return gram_norm * inverse_norm <= _SHORT_MAX_COND
+
+
+@jit()
+def _first_rss(X, rows, y, mean, P, U, YY, i, j, yc, u, beta):
+    """The RSS of the first fit of a segment, compacted rows ``i..j-1`` (``P`` their
+    inverse Gram from the sums): straight from the sums from
+    :data:`_PLAIN_RSS_MIN_ROWS` times k rows on, else :func:`refined_rss` (scratch ``yc``
+    ``(j - i,)``, ``u`` and ``beta`` ``(k,)``)."""
+    k = P.shape[0]
+    if j - i >= _PLAIN_RSS_MIN_ROWS * k:
+        return _rss_from_sums(P, U, YY, i, j)
+    for c in range(j - i):
+        yc[c] = y[i + c] - mean
+    for a in range(k):
+        u[a] = U[j, a] - U[i, a]
+    return refined_rss(X, rows, i, j - i, yc, P, u, beta)
+
+
 @jit()
 def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, steps, s0, record):
     """Sherman–Morrison updates of ``P`` = (X'X)^{-1} of a growing segment over ``count``
@@ -349,8 +443,8 @@ def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, s
     updated coefficients: ``x' beta = (P x)' X'y`` with ``X'y`` the difference of the
     prefix sums ``U`` (y centred on ``mean``), so that the rows' predictions do not
     depend on each other (:func:`replay_partitions` computes them all at once). For a
-    well-conditioned start (``h >= 3k`` rows): the products with the symmetric ``P`` in
-    the transposed (axpy) form, which the compiler vectorises. With ``record``, each
+    well-conditioned start: the products with the symmetric ``P`` in the transposed
+    (axpy) form, which the compiler vectorises. With ``record``, each
     row's ``P x`` and ``1 / f`` (which depend on the rows only) go to ``steps[s0 + c]``."""
     k = X.shape[1]
     if k == 8:
@@ -601,11 +695,11 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
     RSS is least squares: the first ``h`` rows are then fitted at once from prefix sums of
     X'X and X'y (``S``, ``U``, ``YY``), when their Gram is well conditioned (unlike the
     ``k``-row start of a recursion), and every further row is a Sherman–Morrison update
-    (:func:`_update`). Each start runs only to row ``n-h-1``: the RSS of every last
+    (:func:`_update`). The first fit's RSS comes from the sums from ``3k`` rows on, from
+    its refined residuals below (:func:`_first_rss`: R's ``h = 12`` observations). Each start runs only to row ``n-h-1``: the RSS of every last
     segment ``i..n-1`` comes from one pass backwards from a fit of the last ``h`` rows
     (least squares does not depend on the order of the rows). Starts whose first rows are
-    rank deficient or whose first ``h`` rows are ill-conditioned or few (``h < 3k``) take
-    R's recursion with its restricted residuals (:func:`recursive_residuals`), to the end.
+    rank deficient or whose first ``h`` rows are ill-conditioned take R's recursion with its restricted residuals (:func:`recursive_residuals`), to the end.
 
     ``memo`` (:func:`triangle_memo`): pixels in a row with the same rows, ``n`` and ``h``
     (a cloud-free stack, pixels under the same clouds) share the kinds of start, inverse
@@ -632,17 +726,18 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
     solo_best = np.full((M + 1, n), np.inf)  # this pixel's programme, contiguous (copied to its lane at the end)
     solo_arg = np.full((M + 1, n), -1, dtype=np.int64)
     mean = _prefix_sums(X, rows, y, n, S, U, YY)
-    sums = h >= _SUMS_MIN_ROWS * k
+    sums = h > k
+    short = h < _PLAIN_RSS_MIN_ROWS * k
     at = 0  # next update step of the memo
     # every choice below depends on the rows only (a replay takes the same ones)
-    back = sums and _inverse_from_sums(S, n - h, n, P, R)
+    back = sums and _inverse_from_sums(S, n - h, n, P, R) and (not short or _well_conditioned(S, n - h, n, P))
     if record:
         kinds[n] = _START_SUMS if back else _START_RECURSION
         if back:
             _copy_square(memo_P, n, P)
     # last[i]: the RSS of the last segment i..n-1
     if back:  # the last segments, from one pass backwards
-        last[n - h] = _rss_from_sums(P, U, YY, n - h, n)
+        last[n - h] = _first_rss(X, rows, y, mean, P, U, YY, n - h, n, Q[0], Px, beta)
         _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h], P, Px, w, steps, at, record)
         at += n - h
         for c in range(n - h):
@@ -661,7 +756,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
         if sums and first_rows_full_rank(X, rows, i, Q, S, R):
             if last_only and back:
                 kind = _START_NONE
-            elif _inverse_from_sums(S, i, i + h, P, R):
+            elif _inverse_from_sums(S, i, i + h, P, R) and (not short or _well_conditioned(S, i, i + h, P)):
                 kind = _START_SUMS
                 if record:
                     _copy_square(memo_P, i, P)
@@ -672,7 +767,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             _programme_row_1(solo_best, solo_arg, M, n, h, i, i + k, w, n - i - k)
             continue
         if kind == _START_SUMS:
-            w[0] = _rss_from_sums(P, U, YY, i, i + h)
+            w[0] = _first_rss(X, rows, y, mean, P, U, YY, i, i + h, Q[0], Px, beta)
             _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
             at += stop - i - h
             _programme_row_1(solo_best, solo_arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
@@ -703,6 +798,8 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
     # no fit for the starts with no room for a segment after them (the last ones)
     fitted = max(0, min(count, n - 2 * h - i0 + 1)) if back else count
     first_fits_lanes_8(S, U, YY, i0, h, fitted, _SUMS_MIN_PIVOT, W)
+    short = h < _PLAIN_RSS_MIN_ROWS * k
+    first_rss = 0.0
     updated = 0  # the starts fitted from the sums take the first lanes of W, in order
     for l in range(count):
         i = i0 + l
@@ -713,6 +810,14 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
                 kind = _START_NONE
             elif W[W_OK * LANES + l] == 1.0:
                 kind = _START_SUMS
+                if short:  # the lane's inverse Gram, checked, and the first fit's RSS from its residuals
+                    for a in range(k):
+                        for b in range(a + 1):
+                            P[a, b] = P[b, a] = W[(a * (a + 1) // 2 + b) * LANES + l]
+                    if _well_conditioned(S, i, i + h, P):
+                        first_rss = _first_rss(X, rows, y, mean, P, U, YY, i, i + h, Q[0], Px, beta)
+                    else:
+                        kind = _START_RECURSION
         start_kinds[l] = kind
         if record:
             kinds[i] = kind
@@ -727,6 +832,8 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
             for a in range(k):
                 for b in range(a + 1):
                     memo_P[i, a, b] = memo_P[i, b, a] = W[(a * (a + 1) // 2 + b) * LANES + c]
+        if short:
+            W[W_TOTAL * LANES + c] = first_rss
         active_from[c] = i + h
         offsets[c] = at
         at += stop - i - h
@@ -836,6 +943,23 @@ def _rss_from_sums_lanes(P, U, YY, i, j, G, diff, gain, out):
 
 
 @jit()
+def _first_rss_lanes(X, rows, P, U, YY, i, j, centred, G, diff, gain, out, yc, u, beta):
+    """:func:`_first_rss` of rows ``i..j-1`` for every lane (pixel ``g``: prefix sums
+    ``U[:, :, g]``, ``YY[:, g]``, centred values ``centred[:, g]``) into ``out[:G]``, in
+    its order of operations (the same bits)."""
+    k = P.shape[0]
+    if j - i >= _PLAIN_RSS_MIN_ROWS * k:
+        _rss_from_sums_lanes(P, U, YY, i, j, G, diff, gain, out)
+        return
+    for g in range(G):
+        for c in range(j - i):
+            yc[c] = centred[i + c, g]
+        for a in range(k):
+            u[a] = U[j, a, g] - U[i, a, g]
+        out[g] = refined_rss(X, rows, i, j - i, yc, P, u, beta)
+
+
+@jit()
 def _replay_rows(steps, s0, count, first, step, fixed, U, centred, base, out, G, k):
     """The recorded updates ``s0..s0+count-1`` of :func:`_update` (rows ``first`` by
     ``step``, the segment's fixed end ``fixed``) for every lane at once:
@@ -879,7 +1003,7 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
     at = 0
     back = kinds[n] == _START_SUMS
     if back:  # the last segments, from one pass backwards: seg[c] the one from row n-h-1-c
-        _rss_from_sums_lanes(memo_P[n], U, YY, n - h, n, G, diff, gain, last[n - h])
+        _first_rss_lanes(X, rows, memo_P[n], U, YY, n - h, n, centred, G, diff, gain, last[n - h], Q[0], Px, beta)
         _replay_rows(steps, at, n - h, n - h - 1, -1, n, U, centred, last[n - h], seg, G, k)
         for c in range(n - h):
             for g in range(G):
@@ -895,7 +1019,7 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
                 _programme_row(best, arg, M, n, h, lane + g, 1, i, i + k, w.reshape((w.shape[0], 1)), n - i - k)
             continue
         if kinds[i] == _START_SUMS:
-            _rss_from_sums_lanes(memo_P[i], U, YY, i, i + h, G, diff, gain, seg[0])
+            _first_rss_lanes(X, rows, memo_P[i], U, YY, i, i + h, centred, G, diff, gain, seg[0], Q[0], Px, beta)
             _replay_rows(steps, at, stop - i - h, i + h, 1, i, U, centred, seg[0], seg[1:], G, k)
             at += stop - i - h
             _programme_row(best, arg, M, n, h, lane, G, i, i + h - 1, seg, stop - i - h + 1)
