@@ -6,7 +6,8 @@
 Each case runs in a fresh subprocess per tree and round (PYTHONPATH=<tree>/src), warms up
 once (numba compiles or loads its cache), then takes the best of ``repeat`` timed calls
 (or of the part a case times itself). Prints one JSON line per case: the best seconds of
-each tree over all rounds and new/base. Cases: BFAST Monitor ROC, "all" and BP on D2,
+each tree over all rounds and new/base. Cases: BFAST Monitor ROC, "all" and BP on D2 (BP
+also on Peru(Small), whose short histories give segments under 3k rows),
 BFAST Lite on a cloudy cube, STL on cloudy series, k-means and a full-covariance Gaussian
 mixture (fixed iterations), near-real-time updates in memory and of a saved state.
 """
@@ -37,6 +38,13 @@ CASES = {
         from tscube.datasets import make_cube
         cube = make_cube("D2", seed=1)
         run = lambda: tscube.bfast_monitor(cube.data, cube.dates, cube.start, freq=23, history="BP", engine="cpu")
+    """, 3),
+    "monitor_BP_peru_small": ("""
+        import numpy as np, tscube
+        from tscube.datasets import make_cube
+        cube = make_cube("peru_small", seed=1)
+        data = cube.data.reshape(cube.data.shape[0], -1)[:, :2048]
+        run = lambda: tscube.bfast_monitor(data, cube.dates, cube.start, freq=23, history="BP", engine="cpu")
     """, 3),
     "lite_cloudy": ("""
         import numpy as np, tscube
