@@ -240,6 +240,46 @@ def test_wide_designs_take_the_exact_rank_test():
     assert passed_shortcut > 0  # the windows that the shortcut alone would have called full rank
 
 
+@pytest.mark.parametrize("season", [True, False])
+def test_givens_recursion_of_rank_deficient_starts(season):
+    """Segment starts whose first k rows are rank deficient (season levels missing;
+    harmonics observed a year apart, twice a year): R's recursion with its restricted
+    residuals, by the Givens-updated factor (``bai_perron_cpu._givens_recursion``), gives
+    the RSS of R's rule computed by refits of every prefix (the reference's closed form).
+    Trend + season's restricted fits are ill-conditioned: R's own rounding reaches 7e-4
+    there (SPEC-bfastlite §10), the refits of the cpu engine before this one 6e-4; a
+    column kept or aliased against R's rule moves the RSS by percents."""
+    from tscube.bfast.core import bai_perron_cpu as bp
+    from tscube.bfast.core.bai_perron import segment_rss_triangle
+    from tscube.bfast.core.design import build_design
+    from tscube.timeaxis import build_time_axis
+
+    rng = np.random.default_rng(5)
+    t = 2000 + np.arange(300) / 23
+    X = np.ascontiguousarray(build_design(build_time_axis(t, 23), 0 if season else 3, True, season=season).matrix)
+    k, h = X.shape[1], 41 if season else 30
+    keep = rng.random(t.size) >= (0.2 if season else 0.0)
+    if not season:
+        keep[100:250] = False
+        keep[100:250:23] = keep[101:250:23] = True
+    rows = np.flatnonzero(keep).astype(np.int64)
+    n = rows.size
+    y = 0.5 + 0.1 * np.sin(2 * np.pi * t[rows]) + 0.02 * rng.standard_normal(n) + 0.001 * np.arange(n)
+    S, U, YY = np.zeros((n + 1, k, k)), np.zeros((n + 1, k)), np.zeros(n + 1)
+    mean = bp._prefix_sums(X, rows, y, n, S, U, YY)
+    exact = segment_rss_triangle(X[rows], y, h)
+    P, Px, steps, Q, L = np.zeros((k, k)), np.zeros(k), np.zeros((1, k + 1)), np.zeros((k, t.size)), np.zeros((k, k))
+    deficient = 0
+    for i in range(n - h + 1):
+        if bp.first_rows_full_rank(X, rows, i, Q, S, L):
+            continue
+        deficient += 1
+        out = np.zeros(t.size)
+        assert bp._givens_recursion(X, rows, y, mean, U, i, n - i, out, P, Px, steps)
+        np.testing.assert_allclose(out[h - 1 - k:n - i - k], exact[i, i + h - 1:], rtol=2e-3 if season else 1e-9)
+    assert deficient > (100 if season else 10)
+
+
 def test_rank_deficient_starts_among_starts_side_by_side():
     """Pixels observed once a year, on the same date, for ten years in the middle of
     their series: the starts there have rank-deficient first rows (R's recursion, one
