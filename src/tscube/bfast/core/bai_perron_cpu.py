@@ -10,11 +10,12 @@ Same rules as :mod:`tscube.bfast.core.bai_perron` (the reference), organised for
   of squared recursive residuals, each row's prediction from the segment's sums; the
   last segments from one pass backwards. Where R's recursion differs from least squares
   (the first ``k`` rows of a segment rank deficient) or the start is ill-conditioned,
-  the recursion itself: while the first rows are rank deficient each step is a full fit
-  by modified Gram–Schmidt QR that drops aliased columns by R's ``lm.fit`` rule (a
-  column's orthogonal part below 1e-7 of its norm), as strucchange's ``recresid`` does,
-  and two exact refits after the first full-rank one keep the updates' rounding below
-  what could move a breakpoint; for eight regressors (the default model) the starts
+  the recursion itself: while the first rows are rank deficient each step is a fit that
+  drops aliased columns by R's ``lm.fit`` rule (a column's orthogonal part below 1e-7 of
+  its norm), as strucchange's ``recresid`` does, here from the QR factor of the rows so
+  far updated row by row (Givens) and the rule checked on it, with full refits by
+  modified Gram–Schmidt QR where a column is too close to the bound to tell; the updates
+  from the sums take over ``2k`` rows after the first full-rank prefix; for eight regressors (the default model) the starts
   after the first run 32 at a time side by side, as SIMD lanes
   (:mod:`tscube.bfast.core.start_lanes_cpu`);
 * the dynamic programme over segment ends, ties to the earliest break, fed each start's
@@ -239,10 +240,15 @@ def first_rows_full_rank(X, rows, i, Q, S, L):
     """Whether the ``k`` rows from compacted position ``i`` have full rank by R's rule:
     at once when the Cholesky factor of their Gram from the prefix sums ``S`` is far from
     singular (:data:`_SURELY_FULL_MAX_K` columns at most), else by modified Gram–Schmidt,
-    twice, on the columns in order."""
+    twice, on the columns in order. A wider design's rows whose factor is not far from
+    singular are not tested (False): the start then takes R's recursion, which is R's
+    result whatever their rank (and least squares where it is full)."""
     k = X.shape[1]
-    if k <= _SURELY_FULL_MAX_K and _cholesky_of_sums(S, i, i + k, k, _SURELY_FULL_PIVOT, L):
-        return True
+    if _cholesky_of_sums(S, i, i + k, k, _SURELY_FULL_PIVOT, L):
+        if k <= _SURELY_FULL_MAX_K:
+            return True
+    elif k > _SURELY_FULL_MAX_K:
+        return False  # most likely deficient: R's recursion, which applies R's rule itself
     for j in range(k):
         norm = 0.0
         for r in range(k):
@@ -898,8 +904,9 @@ def _rotate_rows(G, u, first_row, last_row):
             continue
         a = G[m, m]
         r = math.sqrt(a * a + b * b)  # rows of data scale: nothing to overflow (libm hypot cost a quarter of the time)
-        c = a / r
-        s = b / r
+        inv = 1.0 / r
+        c = a * inv
+        s = b * inv
         G[m, m] = r
         u[m] = 0.0
         for j in range(m + 1, width):
@@ -930,23 +937,21 @@ def _place_columns(kept, order, pos):
 
 
 @jit(error_model="numpy")
-def _r_rule_flip(G, kept, pos):
+def _r_rule_flip(G, kept, pos, norm2):
     """The first column (original index) whose status by R's in-order aliasing rule
     (:func:`qr_fit_in_order`: aliased where its part orthogonal to the kept columns
     before it is below 1e-7 of its norm, or zero) is not ``kept[j]``, from ``G`` (the
     upper triangular R factor of the rows so far, its columns in :func:`_place_columns`'
-    order, ``pos``); -1 if none, -2 if a column is too close to the bound to tell
-    (:data:`_AMBIGUOUS_LOW`). The sums of squares of a column's entries are its norm
-    and, from the row of the first kept column after it on, its part orthogonal to the
-    kept columns before it: sums of squares, no differences."""
+    order, ``pos``; ``norm2`` the columns' sums of squares); -1 if none, -2 if a column
+    is too close to the bound to tell (:data:`_AMBIGUOUS_LOW`). A column's part
+    orthogonal to the kept columns before it is the sum of squares of its entries from
+    the row of the first kept column after it on: no differences."""
     k = kept.shape[0]
     kept_before = 0
     for j in range(k):
         p = pos[j]
-        norm = 0.0  # (G upper triangular: nothing below row p)
-        for m in range(p + 1):
-            norm += G[m, p] * G[m, p]
-        rest = 0.0
+        norm = norm2[j]
+        rest = 0.0  # (G upper triangular: nothing below row p)
         for m in range(kept_before, p + 1):
             rest += G[m, p] * G[m, p]
         if norm == 0.0:
@@ -969,13 +974,17 @@ def _retriangulate(G, old_pos, pos, tmp):
     then made upper triangular again by Givens rotations of adjacent rows: still the R
     factor of the same rows, for the new column order."""
     k = G.shape[0]
+    moved = k  # the columns before the first that moved keep their place and entries
+    for j in range(k):
+        if pos[j] != old_pos[j]:
+            moved = min(moved, pos[j], old_pos[j])
     for m in range(k):
         for j in range(k):
             tmp[m, pos[j]] = G[m, old_pos[j]]
         for j in range(k):
             G[m, j] = tmp[m, j]
     width = G.shape[1]
-    for c in range(k):
+    for c in range(moved, k):
         for m in range(k - 1, c, -1):
             b = G[m, c]
             if b == 0.0:
@@ -994,8 +1003,9 @@ def _retriangulate(G, old_pos, pos, tmp):
 
 @jit(error_model="numpy")
 def _inverse_of_r(G, P):
-    """``P = (R'R)^{-1}`` of the leading k x k upper triangle ``R`` of ``G``; returns the
-    1-norm condition number of ``R'R`` scaled to a unit diagonal (inf if singular)."""
+    """``P = (R'R)^{-1}`` of the leading k x k upper triangle ``R`` of ``G``; returns a
+    bound of the 1-norm condition number of ``R'R`` scaled to a unit diagonal (its norm
+    bounded by k, no entry of such a Gram exceeding 1; inf if singular)."""
     k = P.shape[0]
     for c in range(k):
         if G[c, c] == 0.0:
@@ -1009,31 +1019,25 @@ def _inverse_of_r(G, P):
                 v += G[a, m] * Rinv[m, c]
             Rinv[a, c] = -v / G[a, a]
     for a in range(k):
-        for b in range(k):
+        for b in range(a, k):
             v = 0.0
-            for m in range(max(a, b), k):
+            for m in range(b, k):
                 v += Rinv[a, m] * Rinv[b, m]
             P[a, b] = v
+            P[b, a] = v
     d = np.empty(k)
     for a in range(k):
         v = 0.0
         for m in range(a + 1):
             v += G[m, a] * G[m, a]
         d[a] = math.sqrt(v)
-    gram_norm = 0.0
     inverse_norm = 0.0
     for b in range(k):
-        g = 0.0
         q = 0.0
         for a in range(k):
-            v = 0.0
-            for m in range(min(a, b) + 1):
-                v += G[m, a] * G[m, b]
-            g += abs(v) / (d[a] * d[b])
             q += abs(P[a, b]) * (d[a] * d[b])
-        gram_norm = max(gram_norm, g)
         inverse_norm = max(inverse_norm, q)
-    return gram_norm * inverse_norm
+    return k * inverse_norm
 
 
 @jit(error_model="numpy")
@@ -1047,8 +1051,8 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
     y after the rotations into the kept columns' rows, and the rule is checked on the
     factor after every row (:func:`_r_rule_flip`; a change of the kept columns reorders
     the factor, :func:`_retriangulate`). From ``2k`` rows after the first full-rank
-    prefix on, where that Gram is well conditioned, the rest are the sums' updates
-    (:func:`_update`). Returns False, with nothing decided, where a column is too close
+    prefix on (or k or 2k rows later), where its Gram is well conditioned, the rest are
+    the sums' updates (:func:`_update`). Returns False, with nothing decided, where a column is too close
     to R's aliasing bound to tell: the caller refits as R."""
     k = X.shape[1]
     G = np.zeros((k, k + 1))
@@ -1059,12 +1063,16 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
     pos = np.empty(k, dtype=np.int64)
     old_pos = np.empty(k, dtype=np.int64)
     nk = _place_columns(kept, order, pos)
+    norm2 = np.zeros(k)
     full_at = -1
     total = 0.0
     for i in range(count):
         r = rows[first + i]
         for q in range(k):
             u[q] = X[r, order[q]]
+        if full_at < 0:
+            for j in range(k):
+                norm2[j] += X[r, j] * X[r, j]
         u[k] = y[first + i] - mean
         if i >= k:
             _rotate_rows(G, u, 0, nk)
@@ -1075,7 +1083,7 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
             _rotate_rows(G, u, 0, k)
         if i >= k - 1 and full_at < 0:  # R's rule on rows 0..i: the fit the next row sees
             while True:
-                j = _r_rule_flip(G, kept, pos)
+                j = _r_rule_flip(G, kept, pos, norm2)
                 if j == -2:
                     return False
                 if j == -1:
@@ -1087,7 +1095,9 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
                 _retriangulate(G, old_pos, pos, tmp)
             if nk == k:
                 full_at = i + 1
-        if full_at > 0 and i + 1 == full_at + 2 * k and i + 1 < count:
+        # the sums' updates from the first full-rank prefix on, or k or 2k rows later (as
+        # R's refits), where that prefix's Gram is well conditioned enough for them
+        if full_at > 0 and (i + 1 - full_at) % k == 0 and i + 1 - full_at <= 2 * k and i + 1 < count:
             if _inverse_of_r(G, P) <= _SHORT_MAX_COND:
                 _update(X, rows, y, mean, U, first, first + i + 1, 1, count - i - 1, total, P, Px,
                         out[i + 1 - k:], steps, 0, False)
