@@ -1052,7 +1052,8 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
     factor after every row (:func:`_r_rule_flip`; a change of the kept columns reorders
     the factor, :func:`_retriangulate`). From ``2k`` rows after the first full-rank
     prefix on (or k or 2k rows later), where its Gram is well conditioned, the rest are
-    the sums' updates (:func:`_update`). Returns False, with nothing decided, where a column is too close
+    the sums' updates (:func:`_update`); where it is not even 2k rows later, R's
+    Sherman–Morrison updates (:func:`recursive_residual`). Returns False, with nothing decided, where a column is too close
     to R's aliasing bound to tell: the caller refits as R."""
     k = X.shape[1]
     G = np.zeros((k, k + 1))
@@ -1101,6 +1102,18 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
             if _inverse_of_r(G, P) <= _SHORT_MAX_COND:
                 _update(X, rows, y, mean, U, first, first + i + 1, 1, count - i - 1, total, P, Px,
                         out[i + 1 - k:], steps, 0, False)
+                return True
+            if i + 1 - full_at == 2 * k:  # still ill-conditioned: R's own updates, row by row
+                beta = np.empty(k)
+                for a in range(k - 1, -1, -1):
+                    v = G[a, k]
+                    for m in range(a + 1, k):
+                        v -= G[a, m] * beta[m]
+                    beta[a] = v / G[a, a]
+                for c in range(i + 1, count):
+                    w = recursive_residual(X, rows[first + c], y[first + c] - mean, beta, P, Px, True)
+                    total += w * w
+                    out[c - k] = total
                 return True
     return True
 
