@@ -86,6 +86,19 @@ def _dot(a, b, first, step, count):
     return (s0 + s1) + (s2 + s3)
 
 
+@jit(error_model="numpy")
+def _upper_inverse(R, n, Rinv):
+    """``Rinv[:n, :n]`` = the inverse of the upper triangle ``R[:n, :n]``, column by
+    column by back substitution (``Rinv``'s lower triangle left as it is: zeros)."""
+    for c in range(n):
+        Rinv[c, c] = 1.0 / R[c, c]
+        for a in range(c - 1, -1, -1):
+            s = 0.0
+            for m in range(a + 1, c + 1):
+                s += R[a, m] * Rinv[m, c]
+            Rinv[a, c] = -s / R[a, a]
+
+
 @jit(error_model="numpy", plain_args=True)  # a per-segment set-up: one version for every caller's constants
 def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
     """OLS of ``count`` compacted rows (positions ``first + step * i``) with R's in-order
@@ -124,13 +137,7 @@ def qr_fit_in_order(X, rows, y, first, step, count, Q, R, idx, beta, P):
     # R^{-1} in place of the upper triangle's columns (back substitution), then
     # beta = R^{-1} Q'y and P = R^{-1} R^{-T}
     Rinv = np.zeros((nk, nk))
-    for c in range(nk):
-        Rinv[c, c] = 1.0 / R[c, c]
-        for a in range(c - 1, -1, -1):
-            s = 0.0
-            for m in range(a + 1, c + 1):
-                s += R[a, m] * Rinv[m, c]
-            Rinv[a, c] = -s / R[a, a]
+    _upper_inverse(R, nk, Rinv)
     for c in range(nk):
         qy = _dot(Q[c], y, first, step, count)
         for a in range(c + 1):
@@ -1011,13 +1018,7 @@ def _inverse_of_r(G, P):
         if G[c, c] == 0.0:
             return np.inf
     Rinv = np.zeros((k, k))
-    for c in range(k):
-        Rinv[c, c] = 1.0 / G[c, c]
-        for a in range(c - 1, -1, -1):
-            v = 0.0
-            for m in range(a + 1, c + 1):
-                v += G[a, m] * Rinv[m, c]
-            Rinv[a, c] = -v / G[a, a]
+    _upper_inverse(G, k, Rinv)
     for a in range(k):
         for b in range(a, k):
             v = 0.0
