@@ -900,7 +900,7 @@ def _forward(X, rows, y, mean, U, i, count, w, Q, R, idx, beta, P, Px, steps):
 _AMBIGUOUS_LOW, _AMBIGUOUS_HIGH = 1e-8, 1e-6
 
 
-@jit(error_model="numpy")
+@jit(inline="always", error_model="numpy")
 def _rotate_rows(G, u, first_row, last_row):
     """Givens rotations of the row ``u`` into rows ``first_row..last_row-1`` of the upper
     triangular ``G`` (row ``m`` pivots on column ``m``), zeroing ``u`` there."""
@@ -923,7 +923,7 @@ def _rotate_rows(G, u, first_row, last_row):
             u[j] = c * v - s * g
 
 
-@jit(error_model="numpy")
+@jit(inline="always", error_model="numpy")  # small helpers of _givens_recursion: compiled in it (2 s less compile)
 def _place_columns(kept, order, pos):
     """``order``: the kept columns, then the aliased ones, each in original order;
     ``pos[j]`` the place of column ``j``. Returns the number kept."""
@@ -943,7 +943,7 @@ def _place_columns(kept, order, pos):
     return nk
 
 
-@jit(error_model="numpy")
+@jit(inline="always", error_model="numpy")
 def _r_rule_flip(G, kept, pos, norm2):
     """The first column (original index) whose status by R's in-order aliasing rule
     (:func:`qr_fit_in_order`: aliased where its part orthogonal to the kept columns
@@ -975,7 +975,7 @@ def _r_rule_flip(G, kept, pos, norm2):
     return -1
 
 
-@jit(error_model="numpy")
+@jit(inline="always", error_model="numpy")
 def _retriangulate(G, old_pos, pos, tmp):
     """Columns of ``G`` moved from ``old_pos`` to ``pos`` (the last column, y, stays),
     then made upper triangular again by Givens rotations of adjacent rows: still the R
@@ -1008,7 +1008,7 @@ def _retriangulate(G, old_pos, pos, tmp):
             G[m, c] = 0.0
 
 
-@jit(error_model="numpy")
+@jit(inline="always", error_model="numpy")
 def _inverse_of_r(G, P):
     """``P = (R'R)^{-1}`` of the leading k x k upper triangle ``R`` of ``G``; returns a
     bound of the 1-norm condition number of ``R'R`` scaled to a unit diagonal (its norm
