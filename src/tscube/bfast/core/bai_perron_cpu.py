@@ -6,8 +6,8 @@ Same rules as :mod:`tscube.bfast.core.bai_perron` (the reference), organised for
 * the segment RSS triangle, only where the programme reads it, start by start: for each
   segment start a fit of its first ``h`` rows from prefix sums of X'X and X'y (its RSS,
   for fewer than ``3k`` rows, from its residuals with the coefficients refined once),
-  then rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}``, ``RSS(i, j)`` the running sum
-  of squared recursive residuals, each row's prediction from the segment's sums; the
+  then rank-one (Sherman–Morrison) updates of ``(X'X)^{-1}``, ``RSS(i, j)`` the running
+  sum of squared recursive residuals, each row's prediction from the segment's sums; the
   last segments from one pass backwards. Where R's recursion differs from least squares
   (the first ``k`` rows of a segment rank deficient) or the start is ill-conditioned,
   the recursion itself: while the first rows are rank deficient each step is a fit that
@@ -15,8 +15,9 @@ Same rules as :mod:`tscube.bfast.core.bai_perron` (the reference), organised for
   its norm), as strucchange's ``recresid`` does, here from the QR factor of the rows so
   far updated row by row (Givens) and the rule checked on it, with full refits by
   modified Gram–Schmidt QR where a column is too close to the bound to tell; the updates
-  from the sums take over ``2k`` rows after the first full-rank prefix; for eight regressors (the default model) the starts
-  after the first run 32 at a time side by side, as SIMD lanes
+  from the sums take over from the first full-rank prefix on (or ``k`` or ``2k`` rows
+  later) where its Gram is well conditioned; for eight regressors (the default model)
+  the starts after the first run 32 at a time side by side, as SIMD lanes
   (:mod:`tscube.bfast.core.start_lanes_cpu`);
 * the dynamic programme over segment ends, ties to the earliest break, fed each start's
   segments as they come: the triangle is never stored;
@@ -709,10 +710,12 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
     X'X and X'y (``S``, ``U``, ``YY``), when their Gram is well conditioned (unlike the
     ``k``-row start of a recursion), and every further row is a Sherman–Morrison update
     (:func:`_update`). The first fit's RSS comes from the sums from ``3k`` rows on, from
-    its refined residuals below (:func:`_first_rss`: R's ``h = 12`` observations). Each start runs only to row ``n-h-1``: the RSS of every last
-    segment ``i..n-1`` comes from one pass backwards from a fit of the last ``h`` rows
-    (least squares does not depend on the order of the rows). Starts whose first rows are
-    rank deficient or whose first ``h`` rows are ill-conditioned take R's recursion with its restricted residuals (:func:`recursive_residuals`), to the end.
+    its refined residuals below (:func:`_first_rss`: R's ``h = 12`` observations). Each
+    start runs only to row ``n-h-1``: the RSS of every last segment ``i..n-1`` comes from
+    one pass backwards from a fit of the last ``h`` rows (least squares does not depend
+    on the order of the rows). Starts whose first rows are rank deficient or whose first
+    ``h`` rows are ill-conditioned take R's recursion with its restricted residuals
+    (:func:`_forward`), to the end.
 
     ``memo`` (:func:`triangle_memo`): pixels in a row with the same rows, ``n`` and ``h``
     (a cloud-free stack, pixels under the same clouds) share the kinds of start, inverse
@@ -1051,11 +1054,12 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
     rows are rank deficient: a row's restricted recursive residual is what is left of its
     y after the rotations into the kept columns' rows, and the rule is checked on the
     factor after every row (:func:`_r_rule_flip`; a change of the kept columns reorders
-    the factor, :func:`_retriangulate`). From ``2k`` rows after the first full-rank
-    prefix on (or k or 2k rows later), where its Gram is well conditioned, the rest are
-    the sums' updates (:func:`_update`); where it is not even 2k rows later, R's
-    Sherman–Morrison updates (:func:`recursive_residual`). Returns False, with nothing decided, where a column is too close
-    to R's aliasing bound to tell: the caller refits as R."""
+    the factor, :func:`_retriangulate`). From the first full-rank prefix on (or ``k`` or
+    ``2k`` rows later), where its Gram is well conditioned, the rest are the sums'
+    updates (:func:`_update`); where it is not even ``2k`` rows later, R's
+    Sherman–Morrison updates (:func:`recursive_residual`). Returns False, with nothing
+    decided, where a column is too close to R's aliasing bound to tell: the caller
+    refits as R."""
     k = X.shape[1]
     G = np.zeros((k, k + 1))
     tmp = np.empty((k, k))
