@@ -547,6 +547,115 @@ def _update_8(X, rows, y, mean, U, fixed, first, step, count, total, P, out, ste
 #: Kinds of a segment start in a :func:`triangle_memo`: R's recursion, a fit from the
 #: prefix sums then updates, no segment.
 _START_RECURSION, _START_SUMS, _START_NONE = 0, 1, 2
+#: A recursion start that :func:`start_segments` leaves to R's exact refits.
+START_REFITS = 3
+
+
+@jit()
+def _sums_fit(S, i, j, P, L):
+    """Whether compacted rows ``i..j-1`` can start a segment from the prefix sums, with
+    ``P`` then their inverse Gram: Cholesky pivots above :data:`_SUMS_MIN_PIVOT` and, for
+    fewer than :data:`_PLAIN_RSS_MIN_ROWS` times k rows, a condition bound
+    (:func:`_well_conditioned`)."""
+    if not _inverse_from_sums(S, i, j, P, L):
+        return False
+    return j - i >= _PLAIN_RSS_MIN_ROWS * P.shape[0] or _well_conditioned(S, i, j, P)
+
+
+@jit()
+def start_kind(X, rows, n, h, i, back, S, Q, L, P):
+    """The kind of segment start ``i`` (0, or ``h..n-h``) in :func:`optimal_partitions`,
+    which depends on the rows only: :data:`_START_SUMS` (``P`` then holds the inverse
+    Gram of its first ``h`` rows), :data:`_START_NONE` (only its last segment counts,
+    from the pass backwards: ``back``) or :data:`_START_RECURSION`. Scratch ``Q``
+    ``(k, >= k)``, ``L`` ``(k, k)``; no allocation (the cuda engine runs it per start)."""
+    k = X.shape[1]
+    if not (h > k and first_rows_full_rank(X, rows, i, Q, S, L)):
+        return _START_RECURSION
+    if back and i > n - 2 * h and i > 0:  # no room for a segment after one starting here
+        return _START_NONE
+    return _START_SUMS if _sums_fit(S, i, i + h, P, L) else _START_RECURSION
+
+
+@jit()
+def sums_segments(X, rows, y, mean, P, U, YY, i, h, stop, w, yc, Px, beta, steps, at, record):
+    """The segments of a :data:`_START_SUMS` start ``i`` (``P`` the inverse Gram of its
+    first ``h`` rows) ending at rows ``i + h - 1 .. stop - 1``: their RSS to ``w[0..]``
+    (scratch ``yc`` ``(>= min(h, 3k),)``, ``Px``, ``beta`` ``(k,)``; ``steps``, ``at``,
+    ``record``: the memo's, as :func:`_update`)."""
+    w[0] = _first_rss(X, rows, y, mean, P, U, YY, i, i + h, yc, Px, beta)
+    _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
+
+
+@jit()
+def last_segments(X, rows, y, mean, P, U, YY, n, h, last, w, yc, Px, beta, steps, at, record):
+    """The RSS of every last segment ``i..n-1`` (``i <= n - h``) to ``last[i]``, from one
+    pass backwards from the fit of the last ``h`` rows (``P`` their inverse Gram; least
+    squares does not depend on the order of the rows); scratch ``w`` ``(n - h,)``, the
+    rest as :func:`sums_segments`."""
+    last[n - h] = _first_rss(X, rows, y, mean, P, U, YY, n - h, n, yc, Px, beta)
+    _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h], P, Px, w, steps, at, record)
+    for c in range(n - h):
+        last[n - h - 1 - c] = w[c]
+
+
+# What the cuda engine of BFAST Lite runs per thread (numba-cuda compiles these, and all
+# they call, for the device: no allocation), and per recursion start on the host.
+
+
+@jit()
+def pixel_sums(X, rows, y, n, h, S, U, YY, Q, L, P, Px, yc, beta, last, w, steps):
+    """A pixel's share of :func:`optimal_partitions` before its starts: the prefix sums
+    (``S``, ``U``, ``YY``) and whether its last segments come from the pass backwards
+    (then their RSS to ``last``); returns ``(mean, back)``. Scratch as
+    :func:`start_segments`, ``w`` ``(n,)``; ``steps`` a ``(1, 1)`` dummy (nothing
+    recorded)."""
+    mean = _prefix_sums(X, rows, y, n, S, U, YY)
+    back = h > X.shape[1] and _sums_fit(S, n - h, n, P, L)
+    if back:
+        last_segments(X, rows, y, mean, P, U, YY, n, h, last, w, yc, Px, beta, steps, 0, False)
+    return mean, back
+
+
+@jit()
+def start_segments(X, rows, y, n, h, i, mean, back, S, U, YY, Q, L, P, Px, yc, beta, row, last, steps, G, u, kept,
+                   order, pos, old_pos, norm2):
+    """Segment start ``i`` of :func:`optimal_partitions` on its own, its segments' RSS by
+    end row into ``row``; returns its kind (:func:`start_kind`). From the sums:
+    ``row[e]`` for ``e = i + h - 1 .. stop - 1`` (``stop = n - h`` with ``back``, else
+    ``n``); with ``back``, ``row[n - 1] = last[i]``. R's recursion: ``row[e]`` for
+    ``e = i + k .. n - 1`` by :func:`givens_recursion`, or, where that cannot tell a
+    column's rank by R's rule, nothing and :data:`START_REFITS` (the caller's
+    :func:`recursion_segments`). Scratch ``Q``, ``L``, ``P`` ``(k, k)``, ``Px``,
+    ``beta`` ``(k,)``, ``yc`` ``(3k,)``, the rest as :func:`givens_recursion`."""
+    kind = start_kind(X, rows, n, h, i, back, S, Q, L, P)
+    if kind == _START_RECURSION:
+        k = X.shape[1]
+        if givens_recursion(X, rows, y, mean, U, i, n - i, row[i + k:], P, Px, steps, G, L, u, kept, order, pos,
+                            old_pos, norm2, beta):
+            return kind
+        return START_REFITS
+    if kind == _START_SUMS:
+        stop = n - h if back else n
+        sums_segments(X, rows, y, mean, P, U, YY, i, h, stop, row[i + h - 1:], yc, Px, beta, steps, 0, False)
+    if back:
+        row[n - 1] = last[i]
+    return kind
+
+
+@jit()
+def recursion_segments(X, rows, y, n, starts, out, w, Q, R, idx, beta, P, Px, S, U, YY, steps):
+    """The recursion starts ``starts`` of one pixel of :func:`optimal_partitions` on
+    their own (its prefix sums ``S``, ``U``, ``YY`` computed once): ``out[s, e]`` = R's
+    RSS of rows ``starts[s]..e`` for ``e = starts[s] + k .. n - 1`` (:func:`_forward`;
+    scratch as there)."""
+    k = X.shape[1]
+    mean = _prefix_sums(X, rows, y, n, S, U, YY)
+    for s in range(starts.shape[0]):
+        i = starts[s]
+        _forward(X, rows, y, mean, U, i, n - i, w, Q, R, idx, beta, P, Px, steps)
+        for j in range(k, n - i):
+            out[s, i + j] = w[j - k]
 #: Largest memo of recorded update steps per thread (bytes); longer series go without.
 MEMO_MAX_BYTES = 48 << 20
 
@@ -743,21 +852,16 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
     solo_arg = np.full((M + 1, n), -1, dtype=np.int64)
     mean = _prefix_sums(X, rows, y, n, S, U, YY)
     sums = h > k
-    short = h < _PLAIN_RSS_MIN_ROWS * k
     at = 0  # next update step of the memo
     # every choice below depends on the rows only (a replay takes the same ones)
-    back = sums and _inverse_from_sums(S, n - h, n, P, R) and (not short or _well_conditioned(S, n - h, n, P))
+    back = sums and _sums_fit(S, n - h, n, P, R)
     if record:
         kinds[n] = _START_SUMS if back else _START_RECURSION
         if back:
             _copy_square(memo_P, n, P)
-    # last[i]: the RSS of the last segment i..n-1
-    if back:  # the last segments, from one pass backwards
-        last[n - h] = _first_rss(X, rows, y, mean, P, U, YY, n - h, n, Q[0], Px, beta)
-        _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h], P, Px, w, steps, at, record)
+    if back:  # last[i]: the RSS of the last segment i..n-1, from one pass backwards
+        last_segments(X, rows, y, mean, P, U, YY, n, h, last, w, Q[0], Px, beta, steps, at, record)
         at += n - h
-        for c in range(n - h):
-            last[n - h - 1 - c] = w[c]
     stop = (n - h) if back else n
     for i in range(n - h + 1):
         if 0 < i < h:
@@ -767,24 +871,17 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
                 at = _start_batch(X, rows, y, mean, n, h, M, solo_best, solo_arg, i0, min(LANES, n - h + 1 - i0), back,
                                   stop, S, U, YY, w, Q, R, idx, beta, P, Px, memo, record, at)
             break
-        last_only = i > n - 2 * h and i > 0  # no room for a segment after one starting here
-        kind = _START_RECURSION
-        if sums and first_rows_full_rank(X, rows, i, Q, S, R):
-            if last_only and back:
-                kind = _START_NONE
-            elif _inverse_from_sums(S, i, i + h, P, R) and (not short or _well_conditioned(S, i, i + h, P)):
-                kind = _START_SUMS
-                if record:
-                    _copy_square(memo_P, i, P)
+        kind = start_kind(X, rows, n, h, i, back, S, Q, R, P)
         if record:
             kinds[i] = kind
+            if kind == _START_SUMS:
+                _copy_square(memo_P, i, P)
         if kind == _START_RECURSION:
             _forward(X, rows, y, mean, U, i, n - i, w, Q, R, idx, beta, P, Px, steps)
             _programme_row_1(solo_best, solo_arg, M, n, h, i, i + k, w, n - i - k)
             continue
         if kind == _START_SUMS:
-            w[0] = _first_rss(X, rows, y, mean, P, U, YY, i, i + h, Q[0], Px, beta)
-            _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
+            sums_segments(X, rows, y, mean, P, U, YY, i, h, stop, w, Q[0], Px, beta, steps, at, record)
             at += stop - i - h
             _programme_row_1(solo_best, solo_arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
         if back:
@@ -1012,15 +1109,15 @@ def _retriangulate(G, old_pos, pos, tmp):
 
 
 @jit(inline="always", error_model="numpy")
-def _inverse_of_r(G, P):
+def _inverse_of_r(G, P, Rinv, d):
     """``P = (R'R)^{-1}`` of the leading k x k upper triangle ``R`` of ``G``; returns a
     bound of the 1-norm condition number of ``R'R`` scaled to a unit diagonal (its norm
-    bounded by k, no entry of such a Gram exceeding 1; inf if singular)."""
+    bounded by k, no entry of such a Gram exceeding 1; inf if singular). Scratch
+    ``Rinv`` ``(k, k)`` (its upper triangle) and ``d`` ``(k,)``."""
     k = P.shape[0]
     for c in range(k):
         if G[c, c] == 0.0:
             return np.inf
-    Rinv = np.zeros((k, k))
     _upper_inverse(G, k, Rinv)
     for a in range(k):
         for b in range(a, k):
@@ -1029,7 +1126,6 @@ def _inverse_of_r(G, P):
                 v += Rinv[a, m] * Rinv[b, m]
             P[a, b] = v
             P[b, a] = v
-    d = np.empty(k)
     for a in range(k):
         v = 0.0
         for m in range(a + 1):
@@ -1046,6 +1142,17 @@ def _inverse_of_r(G, P):
 
 @jit(error_model="numpy")
 def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
+    """:func:`givens_recursion` with its scratch allocated here."""
+    k = X.shape[1]
+    return givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps, np.empty((k, k + 1)),
+                            np.empty((k, k)), np.empty(k + 1), np.empty(k, dtype=np.bool_),
+                            np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64),
+                            np.empty(k), np.empty(k))
+
+
+@jit(error_model="numpy")
+def givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps, G, tmp, u, kept, order, pos, old_pos,
+                     norm2, beta):
     """R's recursion (strucchange ``recresid`` as :func:`recursive_residuals` computes
     it) of the ``count`` compacted rows from ``first``, as running RSS: ``out[j - k]`` =
     the sum of the squared recursive residuals of rows ``k..j``. The fit of the rows so
@@ -1059,17 +1166,16 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
     updates (:func:`_update`); where it is not even ``2k`` rows later, R's
     Sherman–Morrison updates (:func:`recursive_residual`). Returns False, with nothing
     decided, where a column is too close to R's aliasing bound to tell: the caller
-    refits as R."""
+    refits as R. Scratch (no allocation: the cuda engine runs it per start): ``G``
+    ``(k, k + 1)``, ``tmp`` ``(k, k)``, ``u`` ``(k + 1,)``, ``kept`` (bool), ``order``,
+    ``pos``, ``old_pos`` (int) and ``norm2``, ``beta`` ``(k,)``."""
     k = X.shape[1]
-    G = np.zeros((k, k + 1))
-    tmp = np.empty((k, k))
-    u = np.empty(k + 1)
-    kept = np.ones(k, dtype=np.bool_)
-    order = np.empty(k, dtype=np.int64)
-    pos = np.empty(k, dtype=np.int64)
-    old_pos = np.empty(k, dtype=np.int64)
+    for a in range(k):
+        for b in range(k + 1):
+            G[a, b] = 0.0
+        kept[a] = True
+        norm2[a] = 0.0
     nk = _place_columns(kept, order, pos)
-    norm2 = np.zeros(k)
     full_at = -1
     total = 0.0
     for i in range(count):
@@ -1104,12 +1210,11 @@ def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
         # the sums' updates from the first full-rank prefix on, or k or 2k rows later (as
         # R's refits), where that prefix's Gram is well conditioned enough for them
         if full_at > 0 and (i + 1 - full_at) % k == 0 and i + 1 - full_at <= 2 * k and i + 1 < count:
-            if _inverse_of_r(G, P) <= _SHORT_MAX_COND:
+            if _inverse_of_r(G, P, tmp, norm2) <= _SHORT_MAX_COND:  # norm2: no longer needed
                 _update(X, rows, y, mean, U, first, first + i + 1, 1, count - i - 1, total, P, Px,
                         out[i + 1 - k:], steps, 0, False)
                 return True
             if i + 1 - full_at == 2 * k:  # still ill-conditioned: R's own updates, row by row
-                beta = np.empty(k)
                 for a in range(k - 1, -1, -1):
                     v = G[a, k]
                     for m in range(a + 1, k):
