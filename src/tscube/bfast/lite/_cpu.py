@@ -17,7 +17,7 @@ from ..._jit import jit
 from ..._threads import run_tasks
 from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
 from ..core.bai_perron_cpu import (breaks_of, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
-                                   qr_fit_in_order, replay_scratch, same_rows, triangle_memo)
+                                   qr_fit_in_order, recursion_segments, replay_scratch, same_rows, triangle_memo)
 from ..core.inputs import PERFECT_FIT_RTOL
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.rules_cpu import OLS_MOSUM, pretest_pvalue
@@ -95,17 +95,28 @@ def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_ask
 
 
 @jit()
-def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y, n, M, best, arg, lane, Q, R, idx,
+def partitions_of(best, arg, M, n, lane, totals, parts):
+    """From a programme (lane ``lane`` of ``best``/``arg``): ``totals[m]``, the RSS of
+    the best m-break partition, and ``parts[m, :m]`` its breakpoints, ``m = 0..M``."""
+    for m in range(M + 1):
+        totals[m] = best[m, n - 1, lane]
+        if abs(totals[m]) < np.inf:
+            breaks_of(arg, m, n, parts[m], lane)
+
+
+@jit()
+def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y, n, M, totals, parts, Q, R, idx,
                   beta, Pinv, breaks, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out,
                   bic_out, lwz_out, trend_centre, trend_scale):
-    """Pixel ``p`` from its programme (lane ``lane`` of ``best``/``arg``): the criteria
-    and the choice, the exact-fit check, the segment coefficients and the magnitudes."""
+    """Pixel ``p`` from its programme (``totals[m]``: the RSS of its best m-break
+    partition, ``parts[m, :m]`` its breakpoints; :func:`partitions_of`): the criteria and
+    the choice, the exact-fit check, the segment coefficients and the magnitudes."""
     k = X.shape[1]
     pick = M
     pick_value = np.inf
     lwz_penalty = LWZ_FACTOR * math.log(n) ** LWZ_POWER
     for m in range(M + 1):
-        total = best[m, n - 1, lane]  # the segments' RSS summed in order, as R re-sums them
+        total = totals[m]  # the segments' RSS summed in order, as R re-sums them
         ll = minus_2_loglik(total, n) if total > 0 else -np.inf
         bic = ll + math.log(n) * (k + 1) * (m + 1)
         lwz = ll + lwz_penalty * (k + 1) * (m + 1)
@@ -117,17 +128,18 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
         if selection <= _RSS and value < pick_value:
             pick_value = value
             pick = m
-    if not (abs(best[0, n - 1, lane]) < np.inf and abs(best[pick, n - 1, lane]) < np.inf):
+    if not (abs(totals[0]) < np.inf and abs(totals[pick]) < np.inf):
         status[p] = BfastLiteStatus.OVERFLOW  # not expected below OVERFLOW_VALUE; no partition to follow
         return
     y_scale = 0.0
     for i in range(n):
         y_scale = max(y_scale, abs(y[i]))
-    if not math.sqrt(max(best[0, n - 1, lane], 0.0) / (n - k)) > PERFECT_FIT_RTOL * y_scale:
+    if not math.sqrt(max(totals[0], 0.0) / (n - k)) > PERFECT_FIT_RTOL * y_scale:
         status[p] = BfastLiteStatus.PERFECT_FIT
         return
     m = pick
-    breaks_of(arg, m, n, breaks, lane)
+    for l in range(m):
+        breaks[l] = parts[m, l]
     n_breaks[p] = m
     for l in range(m):
         break_index[l, p] = rows[breaks[l]]
@@ -249,6 +261,8 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
     y = np.empty((block, T))
     best = np.empty((max_m + 1, T, block))
     arg = np.empty((max_m + 1, T, block), dtype=np.int64)
+    totals = np.empty(max_m + 1)
+    parts = np.empty((max_m + 1, max(max_m, 1)), dtype=np.int64)
     counts = np.empty(block, dtype=np.int64)
     M = np.empty(block, dtype=np.int64)
     group = np.empty(block, dtype=np.int64)
@@ -283,11 +297,91 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
                              Px, S, U, YY)
             for g in range(size):
                 r = group[g]
+                partitions_of(best, arg, M[r], n, g, totals, parts)
                 _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
-                              M[r], best, arg, g, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
+                              M[r], totals, parts, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
                               break_time, magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre,
                               trend_scale)
             q = e
+
+
+# The cuda engine's host parts (tscube.bfast.lite._cuda): tasks of run_tasks over pixels.
+
+
+@jit(nogil=True)
+def prepare_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level,
+                   table, table_h, table_p, p0, count, status, n_obs, h_obs, max_breaks, pretest_p, M_out, rows, y):
+    """:func:`_prepare_pixel` of pixels ``p0 + q``, ``q`` in this task's share (``c`` of
+    ``n_chunks``) of ``0..count-1``: their compacted rows and values to ``rows[q]``,
+    ``y[q]``, the breaks to consider to ``M_out[q]`` (-1 with the status set: no
+    programme). Arguments as :func:`_lite_kernel`."""
+    T = raw.shape[0]
+    k = X.shape[1]
+    w = np.empty(T)
+    Q = np.empty((k, T))
+    R = np.empty((k, k))
+    idx = np.empty(k, dtype=np.int64)
+    beta = np.empty(k)
+    Pinv = np.empty((k, k))
+    tile = np.empty((_BLOCK, T))
+    first = c * count // n_chunks
+    end = (c + 1) * count // n_chunks
+    for q0 in range(first, end, _BLOCK):
+        width = min(end, q0 + _BLOCK) - q0
+        load_tile_bytes(raw, itemsize, p0 + q0, width, T, tile)
+        for g in range(width):
+            q = q0 + g
+            M_out[q] = _prepare_pixel(tile[g], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level,
+                                      table, table_h, table_p, p0 + q, rows[q], y[q], w, Q, R, idx, beta, Pinv,
+                                      status, n_obs, h_obs, max_breaks, pretest_p)
+
+
+@jit(nogil=True)
+def recursion_rows(c, n_chunks, X, rows, y, n_of, pixel, offsets, starts, out):
+    """The recursion starts of pixels ``pixel[g]`` (rows of ``rows``, ``y``; ``n_of``),
+    ``starts[offsets[g]:offsets[g + 1]]``, in this task's share of ``g``: ``out[s, e]`` =
+    R's RSS of rows ``starts[s]..e`` (:func:`recursion_segments`)."""
+    T = rows.shape[1]
+    k = X.shape[1]
+    w = np.empty(T)
+    Q = np.empty((k, T))
+    R = np.empty((k, k))
+    idx = np.empty(k, dtype=np.int64)
+    beta = np.empty(k)
+    P = np.empty((k, k))
+    Px = np.empty(k)
+    S = np.empty((T + 1, k, k))
+    U = np.empty((T + 1, k))
+    YY = np.empty(T + 1)
+    steps = np.empty((1, k + 1))
+    G = pixel.shape[0]
+    for g in range(c * G // n_chunks, (c + 1) * G // n_chunks):
+        q = pixel[g]
+        recursion_segments(X, rows[q], y[q], n_of[q], starts[offsets[g]:offsets[g + 1]],
+                           out[offsets[g]:offsets[g + 1]], w, Q, R, idx, beta, P, Px, S, U, YY, steps)
+
+
+@jit(nogil=True)
+def finish_pixels(c, n_chunks, X, trend_raw, time, trend_col, selection, interval, p0, active, rows, y, n_of, M_of,
+                  totals, parts, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out, bic_out,
+                  lwz_out, trend_centre, trend_scale):
+    """:func:`_finish_pixel` of pixels ``p0 + active[a]`` (``a`` in this task's share;
+    rows of ``rows``, ``y``, ``n_of``, ``M_of`` by ``active[a]``) from their programmes'
+    ``totals[a]`` and ``parts[a]``. Arguments as :func:`_lite_kernel`."""
+    T = rows.shape[1]
+    k = X.shape[1]
+    Q = np.empty((k, T))
+    R = np.empty((k, k))
+    idx = np.empty(k, dtype=np.int64)
+    beta = np.empty(k)
+    Pinv = np.empty((k, k))
+    breaks = np.empty(T, dtype=np.int64)
+    A = active.shape[0]
+    for a in range(c * A // n_chunks, (c + 1) * A // n_chunks):
+        q = active[a]
+        _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + q, rows[q], y[q], n_of[q], M_of[q],
+                      totals[a], parts[a], Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index, break_time,
+                      magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale)
 
 
 def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
