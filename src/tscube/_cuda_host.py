@@ -52,6 +52,28 @@ def require_cuda():
     )
 
 
+def on_simulator(function):
+    """``function``, an njit function that a kernel calls, as numba's CUDA simulator must
+    call it: the simulator's kernels see their arrays wrapped (``FakeWithinKernelCUDAArray``
+    around ``FakeCUDAArray``), unwrapped here to the NumPy arrays (views) they hold, so
+    that the CPU-compiled function runs on them in place. (On a GPU numba-cuda compiles
+    the function for the device instead.)"""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.kernel import FakeWithinKernelCUDAArray
+
+    def unwrap(a):
+        if isinstance(a, FakeWithinKernelCUDAArray):
+            a = a._item
+        if isinstance(a, FakeCUDAArray):
+            a = a._ary
+        return a
+
+    def call(*args):
+        return function(*[unwrap(a) for a in args])
+
+    return call
+
+
 def check_numpy_support() -> None:
     """numba-cuda <= 0.30.4 registers ``np.row_stack``, which NumPy 2.5 removed: every
     kernel compilation then fails with an AttributeError deep inside numba (seen on the

@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 
 from .. import config
-from .._cuda_host import (DEVICE_LOCK, KeptBuffers, StepEvents, chunk_items, require_cuda,
+from .._cuda_host import (DEVICE_LOCK, KeptBuffers, StepEvents, chunk_items, on_simulator, require_cuda,
                           stream_chunks, view)
 from ._cpu import decompose_one, code_tables, param_codes
 from ._params import StlParams
@@ -95,30 +95,13 @@ def _stl_columns(data, prm, tables, seasonal, trend, weights, status, valid, iwo
         fwork[f9:f10, s])
 
 
-def _simulator_decompose(*args):
-    """``decompose_one`` on numba's CUDA simulator, whose kernels see their arrays
-    wrapped (``FakeWithinKernelCUDAArray`` around ``FakeCUDAArray``): unwrapped to the
-    NumPy arrays (views) they hold, so the njit function runs on them in place."""
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-    from numba.cuda.simulator.kernel import FakeWithinKernelCUDAArray
-
-    def unwrap(a):
-        if isinstance(a, FakeWithinKernelCUDAArray):
-            a = a._item
-        if isinstance(a, FakeCUDAArray):
-            a = a._ary
-        return a
-
-    return decompose_one(*[unwrap(a) for a in args])
-
-
 @lru_cache(maxsize=None)
 def _kernel(cuda_module):
     """The ``cuda.jit`` kernel of :func:`_stl_columns` (compiled per dtype on first launch)."""
     global cuda, _device_decompose
     cuda = cuda_module
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":  # as _require_cuda decides
-        _device_decompose = _simulator_decompose
+        _device_decompose = on_simulator(decompose_one)
     return cuda_module.jit(_stl_columns)
 
 
