@@ -14,6 +14,7 @@ from .result import CRITERIA_OUTPUTS, BfastLiteResult, largest_magnitude, lite_a
 ENGINES = register("bfast_lite", {
     "reference": f"{__package__}._reference",
     "cpu": f"{__package__}._cpu",
+    "cuda": f"{__package__}._cuda",
 }).modules
 
 
@@ -26,8 +27,8 @@ def bfast_lite_array(data, dates, *, order: int = 3, trend: bool = True, season:
                      breaks="LWZ", max_breaks: int | None = None, level: float = 0.0, magnitude_interval: float = 0.1,
                      criteria: bool = False, freq=None, nodata=None, engine: str = "auto") -> BfastLiteResult:
     """:func:`tscube.bfast_lite` of a NumPy ``data`` ``(T, ...)`` (same parameters)."""
-    engine = resolve("bfast_lite", engine)
     values = as_time_first(data)
+    engine = resolve("bfast_lite", engine, values.size)
     axis = build_time_axis(dates, freq)
     if values.shape[0] != len(axis):
         raise ValueError(f"data has {values.shape[0]} dates on its first axis but dates has {len(axis)}")

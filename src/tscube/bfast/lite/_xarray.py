@@ -6,7 +6,8 @@ import numpy as np
 
 from ...engines import resolve
 from ...timeaxis import build_time_axis
-from ...xarray_blocks import OutputSpec, apply_time_series, describe_variables, partial_block, serialisable_attrs, with_dates
+from ...xarray_blocks import (OutputSpec, apply_time_series, describe_variables, largest_chunk_values, partial_block,
+                              serialisable_attrs, with_dates)
 from ._array import make_lite_plan, run_engine
 from .result import CRITERIA_OUTPUTS, LITE_OUTPUTS, VARIABLE_ATTRS, lite_attrs, named_outputs
 from .status import BfastLiteStatus
@@ -35,7 +36,7 @@ def bfast_lite_xarray(da, *, dates=None, time_dim: str = "time", client=None, me
     """
     da, axis_dates = with_dates(da, dates, time_dim)
     plan = make_lite_plan(build_time_axis(axis_dates, freq), **kwargs)
-    engine = resolve("bfast_lite", engine)
+    engine = resolve("bfast_lite", engine, largest_chunk_values(da, time_dim))
     attrs = lite_attrs(plan, engine)
     outputs = dict(LITE_OUTPUTS, **(CRITERIA_OUTPUTS if criteria else {}))
     specs = [OutputSpec(name, dtype, dims) for name, (dtype, dims) in outputs.items()]
@@ -45,7 +46,7 @@ def bfast_lite_xarray(da, *, dates=None, time_dim: str = "time", client=None, me
     ds = apply_time_series(
         da, partial_block(_lite_block, plan=plan, engine=engine, criteria=bool(criteria)), specs,
         time_dim=time_dim, sizes=sizes, coords=coords, memory=memory,
-        bytes_per_value=40.0, client=client, serialize=attrs["engine"] == "cpu",
+        bytes_per_value=40.0, client=client, serialize=attrs["engine"] in ("cpu", "cuda"),
     )
     describe_variables(ds, VARIABLE_ATTRS, BfastLiteStatus, "pixel status (tscube.BfastLiteStatus)")
     ds.attrs.update(serialisable_attrs(dict(tscube_function="bfast_lite", **attrs)))

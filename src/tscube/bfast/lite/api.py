@@ -75,8 +75,9 @@ def bfast_lite(
         Observations per year of the regular grid (required for decimal-year dates).
     nodata : number, optional
         Value marking missing observations.
-    engine : {"auto", "reference", "cpu"}
-        Implementation; all give the same results ("auto" = "cpu").
+    engine : {"auto", "reference", "cpu", "cuda"}
+        Implementation; all give the same results. "auto": "cuda" on a GPU for large
+        batches, else "cpu".
     **xarray_options
         Only for an ``xarray.DataArray`` ``data``: ``client``, ``memory``, ``time_dim``
         (see :func:`tscube.xr.bfast_lite_xarray`); returns an ``xarray.Dataset``.
