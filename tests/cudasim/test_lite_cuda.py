@@ -134,8 +134,8 @@ def test_cuda_gap_free_default_model_needs_no_recursion():
     timings = {}
     _cuda.run(np.ascontiguousarray(data), plan, timings=timings)
     assert timings["recursion_starts"] == timings["refit_starts"] == 0 and timings["starts"] == 3 * (100 - 2 * 15 + 2)
-    assert set(timings) == {"prepare", "triangle", "refits", "programme", "finish", "starts", "recursion_starts",
-                            "refit_starts"}
+    assert set(timings) == {"prepare", "triangle", "refits", "programme", "finish", "waiting", "starts",
+                            "recursion_starts", "refit_starts"}
 
 
 def test_cuda_statuses_of_degenerate_pixels_and_dtypes():

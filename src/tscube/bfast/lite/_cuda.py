@@ -22,7 +22,8 @@ Per chunk of pixels (sized to the free device memory, or ``config.CUDA_CHUNK_BYT
    the least (the cpu engine offers starts in order and keeps the first of ties); then
    the best partition of every number of breaks.
 6. host, every core: criteria, choice, exact-fit check, segment coefficients and
-   magnitudes (:func:`tscube.bfast.lite._cpu.finish_pixels`).
+   magnitudes (:func:`tscube.bfast.lite._cpu.finish_pixels`), in a thread of its own
+   while the next chunk is prepared and on the device.
 
 Steps 2 and 3 run the cpu engine's own functions, which numba-cuda compiles for the
 device with everything they call: the same kinds of start and the same arithmetic (but
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numba
@@ -214,9 +216,10 @@ def run(values: np.ndarray, plan: LitePlan, timings: dict | None = None) -> dict
     """Engine entry point: ``values`` (T, P) -> the outputs of :func:`empty_lite_outputs`.
     ``timings`` (a dict), if given, gets the seconds of each step summed over chunks
     (``prepare``, ``triangle``: the device's sums and starts with the copies in,
-    ``refits``: the host's, with their copies, ``programme``, ``finish``) and the number
-    of segment ``starts``, of ``recursion_starts`` (R's recursion on the device) and of
-    ``refit_starts`` (R's refits on the host), for benchmarks.
+    ``refits``: the host's, with their copies, ``programme``; ``finish``, which runs
+    behind the next chunk, and ``waiting`` for it) and the number of segment ``starts``,
+    of ``recursion_starts`` (R's recursion on the device) and of ``refit_starts`` (R's
+    refits on the host), for benchmarks.
 
     Raises
     ------
@@ -226,7 +229,7 @@ def run(values: np.ndarray, plan: LitePlan, timings: dict | None = None) -> dict
     cuda_module = require_cuda()
     if timings is not None:
         timings.clear()
-        timings.update(prepare=0.0, triangle=0.0, refits=0.0, programme=0.0, finish=0.0, starts=0,
+        timings.update(prepare=0.0, triangle=0.0, refits=0.0, programme=0.0, finish=0.0, waiting=0.0, starts=0,
                        recursion_starts=0, refit_starts=0)
     _, n_pixels = values.shape
     out = empty_lite_outputs(n_pixels, plan.break_slots, plan.design.k, plan.n_models)
@@ -243,7 +246,7 @@ def _run_locked(cuda, values: np.ndarray, plan: LitePlan, out: dict, timings: di
     k = design.k
     X = design.matrix
     max_m = plan.break_slots
-    sums, starts, place, programme = _kernels(cuda, k)
+    kernels = _kernels(cuda, k)
     raw, itemsize, nodata, has_nodata = cube_bytes(values, plan.nodata)  # one host kernel for every dtype
     trend_col = design.names.index("trend") if "trend" in design.names else -1
     level = plan.level if plan.level > 0 else None
@@ -252,70 +255,103 @@ def _run_locked(cuda, values: np.ndarray, plan: LitePlan, out: dict, timings: di
     threads = numba.get_num_threads()
     d_X = cuda.to_device(X)
     clock = _Clock(timings)
-    for p0 in range(0, n_pixels, chunk):
-        count = min(chunk, n_pixels - p0)
-        rows = np.zeros((count, n_times), dtype=np.int64)
-        y = np.zeros((count, n_times))
-        M_of = np.empty(count, dtype=np.int64)
-        run_tasks(prepare_pixels, min(threads, count), raw, itemsize, nodata, has_nodata, X, plan.h, plan.selection,
-                  plan.n_breaks_asked, plan.max_breaks, level, MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P,
-                  p0, count, out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["pretest_p"], M_of,
-                  rows, y)
-        active = np.flatnonzero(M_of >= 0)
-        A = active.size
-        clock.mark("prepare")
-        if A == 0:
-            continue
-        n_of = out["n_obs"][p0 + active].astype(np.int64)
-        h_of = out["h_obs"][p0 + active].astype(np.int64)
-        rows_a = np.ascontiguousarray(rows[active])
-        y_a = np.ascontiguousarray(y[active])
-        d_rows, d_y = cuda.to_device(rows_a), cuda.to_device(y_a)
-        d_n, d_h = cuda.to_device(n_of), cuda.to_device(h_of)
-        d_S = cuda.device_array((A, n_times + 1, k, k))
-        d_U = cuda.device_array((A, n_times + 1, k))
-        d_YY = cuda.device_array((A, n_times + 1))
-        d_last = cuda.device_array((A, n_times))
-        d_w = cuda.device_array((A, n_times))
-        d_mean = cuda.device_array(A)
-        d_back = cuda.device_array(A, dtype=np.bool_)
-        sums[(A + tpb - 1) // tpb, tpb](d_X, d_rows, d_y, d_n, d_h, d_S, d_U, d_YY, d_last, d_w, d_mean, d_back)
-        d_tri = cuda.device_array((A, n_times, n_times))
-        d_kinds = cuda.to_device(np.full((A, n_times), -1, dtype=np.int8))
-        starts[(A * n_times + tpb - 1) // tpb, tpb](d_X, d_rows, d_y, d_n, d_h, d_mean, d_back, d_S, d_U, d_YY, d_last,
-                                                   d_tri, d_kinds)
-        del d_S, d_U, d_YY, d_w
-        kinds = d_kinds.copy_to_host()
-        pixel, start = np.nonzero(kinds == _REFITS)  # by pixel, then start
-        timings["starts"] = timings.get("starts", 0) + int(np.count_nonzero(kinds >= 0))
-        timings["recursion_starts"] = timings.get("recursion_starts", 0) + int(np.count_nonzero(kinds == _RECURSION))
-        timings["refit_starts"] = timings.get("refit_starts", 0) + int(pixel.size)
-        clock.mark("triangle")
-        if pixel.size:
-            groups, first = np.unique(pixel, return_index=True)
-            offsets = np.append(first, pixel.size).astype(np.int64)
-            values_f = np.zeros((pixel.size, n_times))
-            run_tasks(recursion_rows, min(threads, groups.size), X, rows_a, y_a, n_of, groups.astype(np.int64), offsets,
-                      start.astype(np.int64), values_f)
-            F = pixel.size
-            place[(F + tpb - 1) // tpb, tpb](d_tri, cuda.to_device(pixel.astype(np.int64)),
-                                             cuda.to_device(start.astype(np.int64)), cuda.to_device(values_f), d_n,
-                                             d_h)
-        clock.mark("refits")
-        d_best = cuda.device_array((A, max_m + 1, n_times))
-        d_arg = cuda.device_array((A, max_m + 1, n_times), dtype=np.int64)
-        d_totals = cuda.device_array((A, max_m + 1))
-        d_parts = cuda.to_device(np.full((A, max_m + 1, max(max_m, 1)), -1, dtype=np.int64))
-        block = min(tpb, 32 * ((n_times + 31) // 32))
-        programme[A, block](d_tri, d_kinds, d_n, d_h, cuda.to_device(M_of[active]), d_best, d_arg, d_totals, d_parts)
-        totals = d_totals.copy_to_host()
-        parts = d_parts.copy_to_host()
-        clock.mark("programme")
-        run_tasks(finish_pixels, min(threads, A), X, plan.axis.trend, plan.axis.time, trend_col, plan.selection,
-                  plan.interval, p0, active.astype(np.int64), rows, y, out["n_obs"][p0:p0 + count], M_of, totals,
-                  parts, out["status"], out["n_breaks"], out["break_index"], out["break_time"], out["magnitudes"],
-                  out["coefficients"], out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale)
-        clock.mark("finish")
+
+    def finish(p0, active, rows, y, count, M_of, totals, parts):
+        start = time.perf_counter()
+        run_tasks(finish_pixels, min(threads, active.size), X, plan.axis.trend, plan.axis.time, trend_col,
+                  plan.selection, plan.interval, p0, active.astype(np.int64), rows, y, out["n_obs"][p0:p0 + count],
+                  M_of, totals, parts, out["status"], out["n_breaks"], out["break_index"], out["break_time"],
+                  out["magnitudes"], out["coefficients"], out["rss"], out["bic"], out["lwz"], design.trend_centre,
+                  design.trend_scale)
+        timings["finish"] = timings.get("finish", 0.0) + time.perf_counter() - start
+
+    # a chunk's finish (host cores) runs while the next chunk is prepared and on the device
+    with ThreadPoolExecutor(max_workers=1) as behind:
+        pending = None
+        try:
+            for p0 in range(0, n_pixels, chunk):
+                count = min(chunk, n_pixels - p0)
+                done = _chunk_on_device(cuda, kernels, d_X, raw, itemsize, nodata, has_nodata, level, plan, out, p0,
+                                        count, tpb, threads, clock, timings)
+                if done is None:
+                    continue
+                if pending is not None:
+                    pending.result()
+                    clock.mark("waiting")
+                pending = behind.submit(finish, p0, *done)
+        finally:
+            if pending is not None:
+                pending.result()
+
+
+def _chunk_on_device(cuda, kernels, d_X, raw, itemsize, nodata, has_nodata, level, plan, out, p0, count, tpb,
+                     threads, clock, timings):
+    """Pixels ``p0..p0+count-1`` up to their programmes: prepared on the host (statuses
+    of the pixels without one in ``out``), their triangles and programmes on the device;
+    returns what :func:`finish_pixels` needs of them (None: no pixel has a programme)."""
+    sums, starts, place, programme = kernels
+    n_times = raw.shape[0]
+    k = plan.design.k
+    X = plan.design.matrix
+    max_m = plan.break_slots
+    rows = np.zeros((count, n_times), dtype=np.int64)
+    y = np.zeros((count, n_times))
+    M_of = np.empty(count, dtype=np.int64)
+    run_tasks(prepare_pixels, min(threads, count), raw, itemsize, nodata, has_nodata, X, plan.h, plan.selection,
+              plan.n_breaks_asked, plan.max_breaks, level, MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P,
+              p0, count, out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["pretest_p"], M_of,
+              rows, y)
+    active = np.flatnonzero(M_of >= 0)
+    A = active.size
+    clock.mark("prepare")
+    if A == 0:
+        return None
+    n_of = out["n_obs"][p0 + active].astype(np.int64)
+    h_of = out["h_obs"][p0 + active].astype(np.int64)
+    rows_a = np.ascontiguousarray(rows[active])
+    y_a = np.ascontiguousarray(y[active])
+    d_rows, d_y = cuda.to_device(rows_a), cuda.to_device(y_a)
+    d_n, d_h = cuda.to_device(n_of), cuda.to_device(h_of)
+    d_S = cuda.device_array((A, n_times + 1, k, k))
+    d_U = cuda.device_array((A, n_times + 1, k))
+    d_YY = cuda.device_array((A, n_times + 1))
+    d_last = cuda.device_array((A, n_times))
+    d_w = cuda.device_array((A, n_times))
+    d_mean = cuda.device_array(A)
+    d_back = cuda.device_array(A, dtype=np.bool_)
+    sums[(A + tpb - 1) // tpb, tpb](d_X, d_rows, d_y, d_n, d_h, d_S, d_U, d_YY, d_last, d_w, d_mean, d_back)
+    d_tri = cuda.device_array((A, n_times, n_times))
+    d_kinds = cuda.to_device(np.full((A, n_times), -1, dtype=np.int8))
+    starts[(A * n_times + tpb - 1) // tpb, tpb](d_X, d_rows, d_y, d_n, d_h, d_mean, d_back, d_S, d_U, d_YY, d_last,
+                                               d_tri, d_kinds)
+    del d_S, d_U, d_YY, d_w
+    kinds = d_kinds.copy_to_host()
+    pixel, start = np.nonzero(kinds == _REFITS)  # by pixel, then start
+    timings["starts"] = timings.get("starts", 0) + int(np.count_nonzero(kinds >= 0))
+    timings["recursion_starts"] = timings.get("recursion_starts", 0) + int(np.count_nonzero(kinds == _RECURSION))
+    timings["refit_starts"] = timings.get("refit_starts", 0) + int(pixel.size)
+    clock.mark("triangle")
+    if pixel.size:
+        groups, first = np.unique(pixel, return_index=True)
+        offsets = np.append(first, pixel.size).astype(np.int64)
+        values_f = np.zeros((pixel.size, n_times))
+        run_tasks(recursion_rows, min(threads, groups.size), X, rows_a, y_a, n_of, groups.astype(np.int64), offsets,
+                  start.astype(np.int64), values_f)
+        F = pixel.size
+        place[(F + tpb - 1) // tpb, tpb](d_tri, cuda.to_device(pixel.astype(np.int64)),
+                                         cuda.to_device(start.astype(np.int64)), cuda.to_device(values_f), d_n,
+                                         d_h)
+    clock.mark("refits")
+    d_best = cuda.device_array((A, max_m + 1, n_times))
+    d_arg = cuda.device_array((A, max_m + 1, n_times), dtype=np.int64)
+    d_totals = cuda.device_array((A, max_m + 1))
+    d_parts = cuda.to_device(np.full((A, max_m + 1, max(max_m, 1)), -1, dtype=np.int64))
+    block = min(tpb, 32 * ((n_times + 31) // 32))
+    programme[A, block](d_tri, d_kinds, d_n, d_h, cuda.to_device(M_of[active]), d_best, d_arg, d_totals, d_parts)
+    totals = d_totals.copy_to_host()
+    parts = d_parts.copy_to_host()
+    clock.mark("programme")
+    return active, rows, y, count, M_of, totals, parts
 
 
 class _Clock:
