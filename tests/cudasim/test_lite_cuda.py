@@ -175,6 +175,23 @@ def test_cuda_keeps_pixel_shapes_and_empty_batches():
     assert empty.status.shape == (0, 3)
 
 
+def test_cuda_on_a_chunked_xarray_cube_equals_numpy():
+    xr = pytest.importorskip("xarray")
+    pytest.importorskip("dask")
+    import pandas as pd
+
+    data, _ = _cube(0.3, n_pixels=6, seed=12)
+    dates = pd.date_range("2000-01-01", periods=data.shape[0], freq="16D")
+    da = xr.DataArray(data.reshape(-1, 2, 3), dims=("time", "y", "x"),
+                      coords={"time": dates, "y": [20.0, 10.0], "x": [1.0, 2.0, 3.0]}).chunk({"x": 2})
+    ds = bfast_lite(da, engine="cuda", max_breaks=3).compute()
+    assert ds.attrs["engine"] == "cuda"
+    expected = bfast_lite(data.reshape(-1, 2, 3), dates, engine="cpu", max_breaks=3)
+    np.testing.assert_array_equal(ds["n_breaks"].values, expected.n_breaks)
+    np.testing.assert_array_equal(ds["break_index"].values, expected.break_index)
+    np.testing.assert_allclose(ds["slope"].values, expected.slope, rtol=1e-8)
+
+
 @pytest.mark.skipif(REAL_GPU, reason="auto picks cuda on a GPU for large batches only")
 def test_auto_engine_picks_cuda_for_large_batches_on_a_gpu(monkeypatch):
     from tscube import engines
