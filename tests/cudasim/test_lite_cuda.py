@@ -14,19 +14,16 @@ same comparisons on a GPU.
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
 from cuda_checks import assert_no_gpu_error, check_ptx, run_without_simulator
+from test_bfast_lite import _assert_matches_r, _assert_same, _case_kwargs, lite_cases, planted_cube
 
 from tscube import BfastLiteStatus, bfast_lite, config
 from tscube._cuda_host import on_simulator
 from tscube.bfast.lite._array import make_lite_plan
 from tscube.timeaxis import build_time_axis
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
-from test_bfast_lite import _assert_matches_r, _assert_same, _case_kwargs, lite_cases, planted_cube  # noqa: E402
 
 _cuda = pytest.importorskip("tscube.bfast.lite._cuda")
 
