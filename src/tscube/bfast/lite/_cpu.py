@@ -16,7 +16,7 @@ import numpy as np
 from ..._jit import jit
 from ..._threads import run_tasks
 from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
-from ..core.bai_perron_cpu import (breaks_of, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
+from ..core.bai_perron_cpu import (breaks_of, fit_in_order, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
                                    qr_fit_in_order, recursion_segments, replay_scratch, same_rows, triangle_memo)
 from ..core.inputs import PERFECT_FIT_RTOL
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
@@ -147,7 +147,7 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
     start = 0
     for s in range(m + 1):
         end = breaks[s] if s < m else n - 1
-        nk = qr_fit_in_order(X, rows, y, start, 1, end - start + 1, Q, R, idx, beta, Pinv)
+        nk = fit_in_order(X, rows, y, start, end - start + 1, Q, R, idx, beta, Pinv)
         kept = np.zeros(k, dtype=np.bool_)
         for a in range(nk):
             kept[idx[a]] = True
