@@ -37,6 +37,7 @@ import numpy as np
 
 from ..._jit import jit
 from .ols import LM_FIT_TOL
+from .ols_cpu import add_normal_row, cholesky_solve
 from .start_lanes_8_cpu import first_fits_lanes_8, full_rank_lanes_8, update_lanes_8
 from .start_lanes_cpu import LANES, W_FULL, W_OK, W_ROWS, W_TOTAL, lane_scratch
 
@@ -183,13 +184,7 @@ def fit_in_order(X, rows, y, first, count, Q, R, idx, beta, P):
         for b in range(a + 1):
             L[a, b] = 0.0
     for c in range(count):
-        r = rows[first + c]
-        v = y[first + c]
-        for a in range(k):
-            xa = X[r, a]
-            u[a] += xa * v
-            for b in range(a + 1):
-                L[a, b] += xa * X[r, b]
+        add_normal_row(L, u, X, rows[first + c], y[first + c])
     for a in range(k):
         d[a] = L[a, a]
     for a in range(k):  # Cholesky in place, the equilibrated pivots checked
@@ -216,7 +211,7 @@ def fit_in_order(X, rows, y, first, count, Q, R, idx, beta, P):
         trace += d[j] * column
     if not k * trace <= _GRAM_FIT_MAX_COND:
         return qr_fit_in_order(X, rows, y, first, 1, count, Q, R, idx, beta, P)
-    _cholesky_solve(L, u, k)
+    cholesky_solve(L, u, k)
     for a in range(k):
         beta[a] = u[a]
         u[a] = 0.0
@@ -228,25 +223,10 @@ def fit_in_order(X, rows, y, first, count, Q, R, idx, beta, P):
             e -= X[r, a] * beta[a]
         for a in range(k):
             u[a] += X[r, a] * e
-    _cholesky_solve(L, u, k)
+    cholesky_solve(L, u, k)
     for a in range(k):
         beta[a] += u[a]
     return k
-
-
-@jit(inline="always", error_model="numpy")
-def _cholesky_solve(L, u, k):
-    """``u = (L L')^{-1} u`` in place (``L`` lower triangular)."""
-    for a in range(k):
-        t = u[a]
-        for m in range(a):
-            t -= L[a, m] * u[m]
-        u[a] = t / L[a, a]
-    for a in range(k - 1, -1, -1):
-        t = u[a]
-        for m in range(a + 1, k):
-            t -= L[m, a] * u[m]
-        u[a] = t / L[a, a]
 
 
 @jit()

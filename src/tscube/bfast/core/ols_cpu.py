@@ -36,20 +36,28 @@ def solve_equilibrated(G, b, k, beta, work):
                 L[a, a] = math.sqrt(s)
             else:
                 L[a, c] = s / L[c, c]
-    # forward then backward substitution on the scaled system
-    for a in range(k):
-        s = b[a] / d[a]
-        for m in range(a):
-            s -= L[a, m] * beta[m]
-        beta[a] = s / L[a, a]
-    for a in range(k - 1, -1, -1):
-        s = beta[a]
-        for m in range(a + 1, k):
-            s -= L[m, a] * beta[m]
-        beta[a] = s / L[a, a]
+    for a in range(k):  # the scaled system
+        beta[a] = b[a] / d[a]
+    cholesky_solve(L, beta, k)
     for a in range(k):
         beta[a] /= d[a]
     return True
+
+
+@jit(inline="always")
+def cholesky_solve(L, u, k):
+    """``u = (L L')^{-1} u`` in place, forward then backward substitution (``L``: the
+    lower triangle of a Cholesky factor, k x k)."""
+    for a in range(k):
+        s = u[a]
+        for m in range(a):
+            s -= L[a, m] * u[m]
+        u[a] = s / L[a, a]
+    for a in range(k - 1, -1, -1):
+        s = u[a]
+        for m in range(a + 1, k):
+            s -= L[m, a] * u[m]
+        u[a] = s / L[a, a]
 
 
 @jit()

@@ -245,12 +245,7 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
     k = X.shape[1]
     n_blocks = (P + block - 1) // block
     # consecutive blocks per chunk: one triangle memo for all its pixels
-    w = np.empty(T)
-    Q = np.empty((k, T))  # Gram–Schmidt columns
-    R = np.empty((k, k))
-    idx = np.empty(k, dtype=np.int64)
-    beta = np.empty(k)
-    Pinv = np.empty((k, k))
+    w, Q, R, idx, beta, Pinv = _fit_scratch(T, k)  # Q: Gram–Schmidt columns
     Px = np.empty(k)
     S = np.empty((T + 1, k, k))
     U = np.empty((T + 1, k))
@@ -308,6 +303,14 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
 # The cuda engine's host parts (tscube.bfast.lite._cuda): tasks of run_tasks over pixels.
 
 
+@jit()
+def _fit_scratch(T, k):
+    """A thread's scratch for one pixel's fits at a time (:func:`_prepare_pixel`,
+    :func:`_finish_pixel`, R's refits): ``w`` ``(T,)``, ``Q`` ``(k, T)``, ``R`` and ``P``
+    ``(k, k)``, ``idx`` (int) and ``beta`` ``(k,)``."""
+    return np.empty(T), np.empty((k, T)), np.empty((k, k)), np.empty(k, dtype=np.int64), np.empty(k), np.empty((k, k))
+
+
 @jit(nogil=True)
 def prepare_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level,
                    table, table_h, table_p, p0, count, status, n_obs, h_obs, max_breaks, pretest_p, M_out, rows, y):
@@ -316,13 +319,7 @@ def prepare_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, s
     ``y[q]``, the breaks to consider to ``M_out[q]`` (-1 with the status set: no
     programme). Arguments as :func:`_lite_kernel`."""
     T = raw.shape[0]
-    k = X.shape[1]
-    w = np.empty(T)
-    Q = np.empty((k, T))
-    R = np.empty((k, k))
-    idx = np.empty(k, dtype=np.int64)
-    beta = np.empty(k)
-    Pinv = np.empty((k, k))
+    w, Q, R, idx, beta, Pinv = _fit_scratch(T, X.shape[1])
     tile = np.empty((_BLOCK, T))
     first = c * count // n_chunks
     end = (c + 1) * count // n_chunks
@@ -343,12 +340,7 @@ def recursion_rows(c, n_chunks, X, rows, y, n_of, pixel, offsets, starts, out):
     R's RSS of rows ``starts[s]..e`` (:func:`recursion_segments`)."""
     T = rows.shape[1]
     k = X.shape[1]
-    w = np.empty(T)
-    Q = np.empty((k, T))
-    R = np.empty((k, k))
-    idx = np.empty(k, dtype=np.int64)
-    beta = np.empty(k)
-    P = np.empty((k, k))
+    w, Q, R, idx, beta, P = _fit_scratch(T, k)
     Px = np.empty(k)
     S = np.empty((T + 1, k, k))
     U = np.empty((T + 1, k))
@@ -369,12 +361,7 @@ def finish_pixels(c, n_chunks, X, trend_raw, time, trend_col, selection, interva
     rows of ``rows``, ``y``, ``n_of``, ``M_of`` by ``active[a]``) from their programmes'
     ``totals[a]`` and ``parts[a]``. Arguments as :func:`_lite_kernel`."""
     T = rows.shape[1]
-    k = X.shape[1]
-    Q = np.empty((k, T))
-    R = np.empty((k, k))
-    idx = np.empty(k, dtype=np.int64)
-    beta = np.empty(k)
-    Pinv = np.empty((k, k))
+    _, Q, R, idx, beta, Pinv = _fit_scratch(T, X.shape[1])
     breaks = np.empty(T, dtype=np.int64)
     A = active.shape[0]
     for a in range(c * A // n_chunks, (c + 1) * A // n_chunks):
