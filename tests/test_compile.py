@@ -215,7 +215,8 @@ def test_plain_args_helpers_compile_once_for_every_constant():
     assert len(special.signatures) == 2
 
 
-@pytest.mark.parametrize("name", ["monitor", "monitor-roc", "monitor-bp", "calibration", "lite", "stl", "cluster", "nrt"])
+@pytest.mark.parametrize("name", ["monitor", "monitor-roc", "monitor-bp", "calibration", "lite", "lite-cuda-host", "stl",
+                                  "cluster", "nrt"])
 def test_every_warmup_job_runs(name):
     """Each job's own code, in this process (its kernels are cached by the suite's warmup
     or compiled here): a job that fails would leave its kernels to every first call."""

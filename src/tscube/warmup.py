@@ -109,6 +109,26 @@ def _lite(dtype: str) -> None:
     bfast_lite(data, dates, freq=23, nodata=nodata, engine="cpu")
 
 
+def _lite_cuda_host(dtype: str) -> None:
+    """BFAST Lite's cuda engine, its host kernels (compaction, R's refits, the final fits;
+    one for every dtype), where numba-cuda is installed: the engine runs on numba's CUDA
+    simulator (this job's process only, :data:`_Job.env`), which compiles its host kernels
+    as a GPU run does. numba-cuda compiles the device kernels at the first call on the
+    GPU; they are not in this cache."""
+    import importlib.util
+
+    if importlib.util.find_spec("numba_cuda") is None:
+        return  # no cuda engine to warm
+    from .bfast.lite import _cuda, bfast_lite
+
+    data, dates, _, nodata = _cube(dtype)
+    bfast_lite(data[:, :1, :2], dates, freq=23, nodata=nodata, engine="cuda")
+    # R's refits, which that cube does not need: an empty call of the arguments' types
+    none = np.zeros(0, dtype=np.int64)
+    T = data.shape[0]
+    _cuda.refit_rows(np.zeros((T, 8)), np.zeros((1, T), dtype=np.int64), np.zeros((1, T)), np.full(1, T), none, none, 1)
+
+
 def _classic(dtype: str) -> None:
     """Classic BFAST: its kernel, one for every seasonal model (the STL start's kernel is
     the ``stl`` job's, the Bai–Perron helpers BFAST Lite's)."""
@@ -158,6 +178,7 @@ class _Job:
     run: Callable[[str], None]
     after: tuple[str, ...] = ()  # jobs whose kernels this one calls: it runs once they are done
     typed: bool = True  # compiles per data type of the cube (else once, whatever the types asked)
+    env: tuple[tuple[str, str], ...] = ()  # set in the job's process
 
 
 #: Every job: its name, what it compiles, the jobs it must follow. In the order a worker
@@ -170,6 +191,7 @@ JOBS = {job.name: job for job in (
     _Job("lite", _lite),
     _Job("stl", _stl),
     _Job("classic", _classic, after=("stl", "lite")),
+    _Job("lite-cuda-host", _lite_cuda_host, after=("lite",), typed=False, env=(("NUMBA_ENABLE_CUDASIM", "1"),)),
     _Job("monitor-roc", _monitor_roc),
     _Job("monitor", _monitor),
     _Job("monitor-bp", _monitor_bp),
@@ -181,7 +203,7 @@ JOBS = {job.name: job for job in (
 #: The algorithms :func:`warmup` knows and their jobs.
 ALGORITHMS = {
     "monitor": ("monitor", "monitor-roc", "monitor-bp", "calibration"),
-    "lite": ("lite",),
+    "lite": ("lite", "lite-cuda-host"),
     "classic": ("stl", "lite", "classic"),
     "stl": ("stl",),
     "cluster": ("cluster",),
@@ -211,7 +233,7 @@ def _run_job(name: str, dtype: str) -> None:
 
 
 def _spawn(name: str, dtype: str) -> WarmupRecord:
-    env = dict(os.environ, NUMBA_NUM_THREADS="1")  # tiny inputs: one thread each, the cores to the other jobs
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", **dict(JOBS[name].env))  # tiny inputs: one thread each
     began = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", f"from tscube.warmup import _run_job; _run_job({name!r}, {dtype!r})"],
                           env=env, capture_output=True, text=True)

@@ -332,11 +332,7 @@ def _chunk_on_device(cuda, kernels, d_X, raw, itemsize, nodata, has_nodata, leve
     timings["refit_starts"] = timings.get("refit_starts", 0) + int(pixel.size)
     clock.mark("triangle")
     if pixel.size:
-        groups, first = np.unique(pixel, return_index=True)
-        offsets = np.append(first, pixel.size).astype(np.int64)
-        values_f = np.zeros((pixel.size, n_times))
-        run_tasks(recursion_rows, min(threads, groups.size), X, rows_a, y_a, n_of, groups.astype(np.int64), offsets,
-                  start.astype(np.int64), values_f)
+        values_f = refit_rows(X, rows_a, y_a, n_of, pixel, start, threads)
         F = pixel.size
         place[(F + tpb - 1) // tpb, tpb](d_tri, cuda.to_device(pixel.astype(np.int64)),
                                          cuda.to_device(start.astype(np.int64)), cuda.to_device(values_f), d_n,
@@ -352,6 +348,20 @@ def _chunk_on_device(cuda, kernels, d_X, raw, itemsize, nodata, has_nodata, leve
     parts = d_parts.copy_to_host()
     clock.mark("programme")
     return active, rows, y, count, M_of, totals, parts
+
+
+def refit_rows(X, rows, y, n_of, pixel, start, threads: int) -> np.ndarray:
+    """R's refits on the host of the starts ``start[f]`` of pixels ``pixel[f]`` (rows of
+    ``rows``, ``y``, ``n_of``; sorted by pixel): their rows ``(F, T)`` of segment RSS by
+    end (:func:`tscube.bfast.lite._cpu.recursion_rows`, pixels spread over ``threads``).
+    With no start at all it still runs one empty task (``tscube warmup`` compiles the
+    kernel so)."""
+    groups, first = np.unique(pixel, return_index=True)
+    offsets = np.append(first, pixel.size).astype(np.int64)
+    values = np.zeros((pixel.size, rows.shape[1]))
+    run_tasks(recursion_rows, max(1, min(threads, groups.size)), X, rows, y, n_of, groups.astype(np.int64), offsets,
+              start.astype(np.int64), values)
+    return values
 
 
 class _Clock:
