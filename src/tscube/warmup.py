@@ -119,14 +119,10 @@ def _lite_cuda_host(dtype: str) -> None:
 
     if importlib.util.find_spec("numba_cuda") is None:
         return  # no cuda engine to warm
-    from .bfast.lite import _cuda, bfast_lite
+    from .bfast.lite.api import compile_cuda_host_kernels
 
     data, dates, _, nodata = _cube(dtype)
-    bfast_lite(data[:, :1, :2], dates, freq=23, nodata=nodata, engine="cuda")
-    # R's refits, which that cube does not need: an empty call of the arguments' types
-    none = np.zeros(0, dtype=np.int64)
-    T = data.shape[0]
-    _cuda.refit_rows(np.zeros((T, 8)), np.zeros((1, T), dtype=np.int64), np.zeros((1, T)), np.full(1, T), none, none, 1)
+    compile_cuda_host_kernels(data[:, :1, :2], dates, freq=23, nodata=nodata)
 
 
 def _classic(dtype: str) -> None:

@@ -10,6 +10,8 @@ SPEC-bfastlite (R 4.2.2, bfast 1.7.2, strucchangeRcpp).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...xarray_blocks import is_xarray
 from ._array import bfast_lite_array
 from ._xarray import bfast_lite_xarray
@@ -98,3 +100,16 @@ def bfast_lite(
     if dates is None:
         raise TypeError("bfast_lite() needs dates for NumPy data (only an xarray.DataArray carries its dates)")
     return bfast_lite_array(data, dates, **options)
+
+
+def compile_cuda_host_kernels(data, dates, *, freq, nodata=None) -> None:
+    """Compile the host kernels of ``bfast_lite(engine="cuda")`` (compaction, R's refits,
+    the final fits) into numba's cache: the engine on ``data`` (a tiny cube), then one
+    empty refit call, which that cube does not need. For ``tscube warmup``, which runs it
+    on numba's CUDA simulator where no GPU is at hand."""
+    from ._cuda import refit_rows
+
+    bfast_lite(data, dates, freq=freq, nodata=nodata, engine="cuda")
+    none = np.zeros(0, dtype=np.int64)
+    T = len(dates)
+    refit_rows(np.zeros((T, 8)), np.zeros((1, T), dtype=np.int64), np.zeros((1, T)), np.full(1, T), none, none, 1)
