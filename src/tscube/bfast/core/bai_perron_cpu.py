@@ -37,7 +37,7 @@ import numpy as np
 
 from ..._jit import jit
 from .ols import LM_FIT_TOL
-from .ols_cpu import add_normal_row, cholesky_solve
+from .ols_cpu import add_normal_row, cholesky_in_place, cholesky_solve
 from .start_lanes_8_cpu import first_fits_lanes_8, full_rank_lanes_8, update_lanes_8
 from .start_lanes_cpu import LANES, W_FULL, W_OK, W_ROWS, W_TOTAL, lane_scratch
 
@@ -187,17 +187,8 @@ def fit_in_order(X, rows, y, first, count, Q, R, idx, beta, P):
         add_normal_row(L, u, X, rows[first + c], y[first + c])
     for a in range(k):
         d[a] = L[a, a]
-    for a in range(k):  # Cholesky in place, the equilibrated pivots checked
-        for b in range(a + 1):
-            t = L[a, b]
-            for m in range(b):
-                t -= L[a, m] * L[b, m]
-            if a == b:
-                if not (t > 0.0 and t >= _GRAM_FIT_MIN_PIVOT * d[a]):
-                    return qr_fit_in_order(X, rows, y, first, 1, count, Q, R, idx, beta, P)
-                L[a, a] = math.sqrt(t)
-            else:
-                L[a, b] = t / L[b, b]
+    if not cholesky_in_place(L, k, _GRAM_FIT_MIN_PIVOT):
+        return qr_fit_in_order(X, rows, y, first, 1, count, Q, R, idx, beta, P)
     trace = 0.0  # of the unit-diagonal Gram's inverse: the columns of L^{-1}, scaled
     for j in range(k):
         beta[j] = 1.0 / L[j, j]
@@ -308,16 +299,8 @@ def _cholesky_of_sums(S, i, j, k, min_pivot, L):
     of a column on the ones before it) falls below ``min_pivot``."""
     for a in range(k):
         for b in range(a + 1):
-            s = S[j, a, b] - S[i, a, b]
-            for m in range(b):
-                s -= L[a, m] * L[b, m]
-            if a == b:  # (a zero column, s = 0, fails too)
-                if not (s > 0.0 and s >= min_pivot * (S[j, a, a] - S[i, a, a])):
-                    return False
-                L[a, a] = math.sqrt(s)
-            else:
-                L[a, b] = s / L[b, b]
-    return True
+            L[a, b] = S[j, a, b] - S[i, a, b]
+    return cholesky_in_place(L, k, min_pivot)
 
 
 @jit()

@@ -44,6 +44,26 @@ def solve_equilibrated(G, b, k, beta, work):
     return True
 
 
+@jit()
+def cholesky_in_place(L, k, min_pivot):
+    """The Cholesky factor of the Gram in ``L``'s lower triangle (k x k), in place; False,
+    unfinished, as soon as an equilibrated pivot (``1 - R^2`` of a column on the ones
+    before it: the pivot over the column's diagonal entry, still in place when it is
+    taken) falls below ``min_pivot``. A zero column fails too."""
+    for a in range(k):
+        for b in range(a + 1):
+            s = L[a, b]
+            for m in range(b):
+                s -= L[a, m] * L[b, m]
+            if a == b:
+                if not (s > 0.0 and s >= min_pivot * L[a, a]):
+                    return False
+                L[a, a] = math.sqrt(s)
+            else:
+                L[a, b] = s / L[b, b]
+    return True
+
+
 @jit(inline="always")
 def cholesky_solve(L, u, k):
     """``u = (L L')^{-1} u`` in place, forward then backward substitution (``L``: the
