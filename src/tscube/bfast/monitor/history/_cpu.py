@@ -33,8 +33,9 @@ from ...core.inputs import PERFECT_FIT_RTOL
 from ...core.series_cpu import compact_valid, cube_bytes, load_tile_bytes, tile_buffer
 from ..plan import MonitorPlan
 from ._cpu_lane_inverse import inverse_lanes
-from ._cpu_lanes import (LANE_REGRESSORS, LANES, PACKED, S_ALONE, S_BETA, S_BNEW, S_COUNT, S_CUM, S_FIRST, S_FULL, S_G,
-                         S_MEAN, S_OK, S_P, S_PNEW, S_RHS, S_ROWS, S_RSS, S_SCALE, S_STAT, S_TAKE, S_YMAX, U)
+from ._cpu_lanes import (LANE_REGRESSORS, LANES, PACKED, S_ALONE, S_BETA, S_BNEW, S_BOUND, S_COUNT, S_CUM, S_FIRST,
+                         S_FULL, S_G, S_GAIN, S_MEAN, S_OK, S_P, S_PNEW, S_PRED, S_RHS, S_ROWS, S_RSS, S_SCALE, S_STAT,
+                         S_STEP, S_TAKE, S_U, S_YMAX, U)
 from ._reference import ROC_LAMBDA_05
 
 
@@ -167,38 +168,48 @@ def _bp_start(X, rows, y, n, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
 def _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S):
     """Lane ``q``'s valid candidates among dates ``[0, stop)`` (``tile[q]``), latest first:
     dates in ``rows[i * LANES + q]`` (int32), values in ``yc[i * LANES + q]``; their
-    number and max |y| into ``S``. Branch-free: every date is written at the lane's next
-    free row, which advances only when the value is valid (NaN, inf, ``nodata`` are not).
-    Flat arrays and unsigned indices: no wraparound checks in the loop."""
+    number into ``S`` (their max |y|: :func:`_fit_rss`). Branch-free: every date is
+    written at the lane's next free row, which advances only when the value is valid (not
+    NaN, inf or ``nodata``). Flat arrays and unsigned indices: no wraparound checks in the
+    loop."""
     W = LANES
     row = tile.shape[1]
     flat = tile.reshape(tile.size)
     for q in range(W):
         S[U(S_COUNT * W + q)] = 0.0
-        S[U(S_YMAX * W + q)] = 0.0
     for q in range(width):
-        at = U(q)  # flat index of the lane's next free row
         base = U(q * row)
-        # every value is stored at the next free row, which advances only past a valid one
-        # (a missing value is overwritten by the next): no select on ``good`` but the step,
-        # where a select per store made LLVM branch on it without AVX-512's mask
-        # registers, a mispredicted branch per missing value (4x slower on AVX2)
-        for u in range(stop):
-            t = U(stop - 1 - u)
-            v = flat[base + t]
-            good = (v == v) & (abs(v) != np.inf) & ((v != nodata) | (not has_nodata))
-            rows[at] = np.int32(t)
-            yc[at] = v
-            at += U(W) * U(good)
+        if has_nodata:
+            at = _compact_lane(flat, base, stop, q, rows, yc, nodata, True)
+        else:  # one comparison per value: |v| < inf is false for NaN and inf alike
+            at = _compact_lane(flat, base, stop, q, rows, yc, nodata, False)
         if at < U(yc.shape[0]):
             yc[at] = 0.0  # the row after the last valid one may hold a missing value: rows past
             #               a lane's count are read (times a zero weight), so they stay finite
-        count = (at - U(q)) // U(W)
-        top = 0.0
-        for i in range(count):
-            top = max(top, abs(yc[U(q) + U(i) * U(W)]))
-        S[U(S_COUNT * W + q)] = count
-        S[U(S_YMAX * W + q)] = top
+        S[U(S_COUNT * W + q)] = (at - U(q)) // U(W)
+
+
+@jit(error_model="numpy", inline="always")
+def _compact_lane(flat, base, stop, q, rows, yc, nodata, check_nodata):
+    """The loop of :func:`_compact_reversed` for lane ``q`` (its values from
+    ``flat[base]``); ``check_nodata`` a constant at each call, so that each copy tests
+    only what it must. Returns the flat index of the lane's first free row."""
+    W = LANES
+    at = U(q)  # flat index of the lane's next free row
+    # every value is stored at the next free row, which advances only past a valid one (a
+    # missing value is overwritten by the next): no select on ``good`` but the step, where
+    # a select per store made LLVM branch on it without AVX-512's mask registers, a
+    # mispredicted branch per missing value (4x slower on AVX2)
+    for u in range(stop):
+        t = U(stop - 1 - u)
+        v = flat[base + t]
+        good = abs(v) < np.inf
+        if check_nodata:
+            good = good & (v != nodata)
+        rows[at] = np.int32(t)
+        yc[at] = v
+        at += U(W) * U(good)
+    return at
 
 
 @jit(error_model="numpy", plain_args=True)
@@ -220,21 +231,24 @@ def _gather_design(X8, rows, n_rows, Xc):
 def _exact_solves(S, i, k, width):
     """The exact solves of step ``i`` (the first fit, on ``k`` rows, and its refresh at
     2k), lane-parallel, taken by every lane that has row ``i``; a lane where a pivot says
-    a column is aliased leaves the lanes for the per-pixel loop (R's in-order aliasing)."""
+    a column is aliased leaves the lanes for the per-pixel loop (R's in-order aliasing).
+    Selects over all lanes (lanes past ``width`` have no rows): no branch per lane."""
     W = LANES
     inverse_lanes(S, k)
-    for q in range(width):
-        if not (i < S[U(S_COUNT * W + q)] and S[U(S_ALONE * W + q)] == 0.0):
-            continue
-        if S[U(S_OK * W + q)] != 0.0:
-            for ab in range(PACKED):
-                S[U((S_P + ab) * W + q)] = S[U((S_PNEW + ab) * W + q)]
-            for a in range(LANE_REGRESSORS):
-                S[U((S_BETA + a) * W + q)] = S[U((S_BNEW + a) * W + q)]
-            S[U(S_FULL * W + q)] = 1.0
-        else:
-            S[U(S_FULL * W + q)] = 0.0
-            S[U(S_ALONE * W + q)] = 1.0
+    for q in range(W):
+        take = i < S[U(S_COUNT * W + q)] and S[U(S_ALONE * W + q)] == 0.0
+        ok = S[U(S_OK * W + q)] != 0.0
+        S[U(S_FULL * W + q)] = (1.0 if ok else 0.0) if take else S[U(S_FULL * W + q)]
+        S[U(S_ALONE * W + q)] = 1.0 if take and not ok else S[U(S_ALONE * W + q)]
+        S[U(S_OK * W + q)] = 1.0 if take and ok else 0.0  # now: the lane takes the new fit
+    for ab in range(PACKED):
+        for q in range(W):
+            new = S[U(S_OK * W + q)] != 0.0
+            S[U((S_P + ab) * W + q)] = S[U((S_PNEW + ab) * W + q)] if new else S[U((S_P + ab) * W + q)]
+    for a in range(LANE_REGRESSORS):
+        for q in range(W):
+            new = S[U(S_OK * W + q)] != 0.0
+            S[U((S_BETA + a) * W + q)] = S[U((S_BNEW + a) * W + q)] if new else S[U((S_BETA + a) * W + q)]
 
 
 @jit(fastmath=CONTRACT, error_model="numpy", plain_args=True)
@@ -266,42 +280,82 @@ def _add_eight_rows(S, Xc, yc, lo, hi, k):
                 S[U(g + q)] = acc
 
 
-@jit(fastmath=CONTRACT, error_model="numpy")
-def _rank_one_step(S, Xc, yc, w, i, k):
-    """Recursive residual of row ``i`` of every lane into ``w[(i - k) * LANES + q]`` and,
-    for the lanes that have that row and a full-rank fit, the Sherman–Morrison update of
-    ``(X'X)^{-1}`` and the coefficients by it. Eight regressors unrolled, each lane's
-    values in registers: ``(X'X)^{-1}`` is read and written once per step."""
+# The Sherman–Morrison steps, three passes over the lanes per row, each bound by one
+# thing: :func:`_prime_step` (``u = (X'X)^{-1} x`` and ``x' beta``: 72 independent
+# multiply-adds per lane), :func:`_residual_step` (a short chain through a square root and
+# a division) and :func:`_update_step` (``(X'X)^{-1}`` and ``beta`` read and written once:
+# 44 stores per lane). One pass doing all three kept 52 values per lane live, which spilled
+# from AVX2's 16 registers, and each lane's chain through the division waited on its
+# products with nothing else to do; apart, single-thread selection took 10 % less on D2
+# (benchmarks/README.md, issue 45). Also tried: the next row's ``u`` accumulated inside
+# the update (no second read of ``(X'X)^{-1}``, but 24 live values: more spills, slower),
+# and two rows per pass (a rank-two update: no faster). The sums are the one-pass
+# kernel's, in its order, bit for bit.
+
+
+@jit(fastmath=CONTRACT, error_model="numpy", plain_args=True)
+def _prime_step(S, Xc, i):
+    """``u = (X'X)^{-1} x`` and ``x' beta`` of row ``i`` of every lane, into ``S_U`` and
+    ``S_PRED`` (the first pass of a step)."""
     W = LANES
     x = i * LANE_REGRESSORS * W
     for q in range(W):
         x0, x1, x2, x3 = Xc[U(x + q)], Xc[U(x + W + q)], Xc[U(x + 2 * W + q)], Xc[U(x + 3 * W + q)]
         x4, x5, x6, x7 = Xc[U(x + 4 * W + q)], Xc[U(x + 5 * W + q)], Xc[U(x + 6 * W + q)], Xc[U(x + 7 * W + q)]
-        u0 = (S[U(0 * W + q)] * x0 + S[U(1 * W + q)] * x1 + S[U(3 * W + q)] * x2 + S[U(6 * W + q)] * x3
+        S[U((S_U + 0) * W + q)] = (S[U(0 * W + q)] * x0 + S[U(1 * W + q)] * x1 + S[U(3 * W + q)] * x2 + S[U(6 * W + q)] * x3
               + S[U(10 * W + q)] * x4 + S[U(15 * W + q)] * x5 + S[U(21 * W + q)] * x6 + S[U(28 * W + q)] * x7)
-        u1 = (S[U(1 * W + q)] * x0 + S[U(2 * W + q)] * x1 + S[U(4 * W + q)] * x2 + S[U(7 * W + q)] * x3
+        S[U((S_U + 1) * W + q)] = (S[U(1 * W + q)] * x0 + S[U(2 * W + q)] * x1 + S[U(4 * W + q)] * x2 + S[U(7 * W + q)] * x3
               + S[U(11 * W + q)] * x4 + S[U(16 * W + q)] * x5 + S[U(22 * W + q)] * x6 + S[U(29 * W + q)] * x7)
-        u2 = (S[U(3 * W + q)] * x0 + S[U(4 * W + q)] * x1 + S[U(5 * W + q)] * x2 + S[U(8 * W + q)] * x3
+        S[U((S_U + 2) * W + q)] = (S[U(3 * W + q)] * x0 + S[U(4 * W + q)] * x1 + S[U(5 * W + q)] * x2 + S[U(8 * W + q)] * x3
               + S[U(12 * W + q)] * x4 + S[U(17 * W + q)] * x5 + S[U(23 * W + q)] * x6 + S[U(30 * W + q)] * x7)
-        u3 = (S[U(6 * W + q)] * x0 + S[U(7 * W + q)] * x1 + S[U(8 * W + q)] * x2 + S[U(9 * W + q)] * x3
+        S[U((S_U + 3) * W + q)] = (S[U(6 * W + q)] * x0 + S[U(7 * W + q)] * x1 + S[U(8 * W + q)] * x2 + S[U(9 * W + q)] * x3
               + S[U(13 * W + q)] * x4 + S[U(18 * W + q)] * x5 + S[U(24 * W + q)] * x6 + S[U(31 * W + q)] * x7)
-        u4 = (S[U(10 * W + q)] * x0 + S[U(11 * W + q)] * x1 + S[U(12 * W + q)] * x2 + S[U(13 * W + q)] * x3
+        S[U((S_U + 4) * W + q)] = (S[U(10 * W + q)] * x0 + S[U(11 * W + q)] * x1 + S[U(12 * W + q)] * x2 + S[U(13 * W + q)] * x3
               + S[U(14 * W + q)] * x4 + S[U(19 * W + q)] * x5 + S[U(25 * W + q)] * x6 + S[U(32 * W + q)] * x7)
-        u5 = (S[U(15 * W + q)] * x0 + S[U(16 * W + q)] * x1 + S[U(17 * W + q)] * x2 + S[U(18 * W + q)] * x3
+        S[U((S_U + 5) * W + q)] = (S[U(15 * W + q)] * x0 + S[U(16 * W + q)] * x1 + S[U(17 * W + q)] * x2 + S[U(18 * W + q)] * x3
               + S[U(19 * W + q)] * x4 + S[U(20 * W + q)] * x5 + S[U(26 * W + q)] * x6 + S[U(33 * W + q)] * x7)
-        u6 = (S[U(21 * W + q)] * x0 + S[U(22 * W + q)] * x1 + S[U(23 * W + q)] * x2 + S[U(24 * W + q)] * x3
+        S[U((S_U + 6) * W + q)] = (S[U(21 * W + q)] * x0 + S[U(22 * W + q)] * x1 + S[U(23 * W + q)] * x2 + S[U(24 * W + q)] * x3
               + S[U(25 * W + q)] * x4 + S[U(26 * W + q)] * x5 + S[U(27 * W + q)] * x6 + S[U(34 * W + q)] * x7)
-        u7 = (S[U(28 * W + q)] * x0 + S[U(29 * W + q)] * x1 + S[U(30 * W + q)] * x2 + S[U(31 * W + q)] * x3
+        S[U((S_U + 7) * W + q)] = (S[U(28 * W + q)] * x0 + S[U(29 * W + q)] * x1 + S[U(30 * W + q)] * x2 + S[U(31 * W + q)] * x3
               + S[U(32 * W + q)] * x4 + S[U(33 * W + q)] * x5 + S[U(34 * W + q)] * x6 + S[U(35 * W + q)] * x7)
-        f = 1.0 + (x0 * u0 + x1 * u1 + x2 * u2 + x3 * u3 + x4 * u4 + x5 * u5 + x6 * u6 + x7 * u7)
-        pred = (x0 * S[U(36 * W + q)] + x1 * S[U(37 * W + q)] + x2 * S[U(38 * W + q)] + x3 * S[U(39 * W + q)]
+        S[U(S_PRED * W + q)] = (x0 * S[U(36 * W + q)] + x1 * S[U(37 * W + q)] + x2 * S[U(38 * W + q)] + x3 * S[U(39 * W + q)]
                 + x4 * S[U(40 * W + q)] + x5 * S[U(41 * W + q)] + x6 * S[U(42 * W + q)] + x7 * S[U(43 * W + q)])
-        err = yc[U(i * W + q)] - pred
+
+
+@jit(fastmath=CONTRACT, error_model="numpy", plain_args=True)
+def _residual_step(S, Xc, yc, w, i, k):
+    """Recursive residual of row ``i`` of every lane into ``w[(i - k) * LANES + q]`` (and,
+    if the lane has that row, into its sum in ``S_MEAN``, the Rec-CUSUM's mean), from
+    ``S_U`` and ``S_PRED``; the gain and coefficient step of its update into ``S_GAIN``,
+    ``S_STEP`` (0.0 where the lane is past its rows or has no full-rank fit)."""
+    W = LANES
+    x = i * LANE_REGRESSORS * W
+    for q in range(W):
+        f = 1.0 + (Xc[U(x + q)] * S[U(S_U * W + q)] + Xc[U(x + W + q)] * S[U((S_U + 1) * W + q)]
+                   + Xc[U(x + 2 * W + q)] * S[U((S_U + 2) * W + q)] + Xc[U(x + 3 * W + q)] * S[U((S_U + 3) * W + q)]
+                   + Xc[U(x + 4 * W + q)] * S[U((S_U + 4) * W + q)] + Xc[U(x + 5 * W + q)] * S[U((S_U + 5) * W + q)]
+                   + Xc[U(x + 6 * W + q)] * S[U((S_U + 6) * W + q)] + Xc[U(x + 7 * W + q)] * S[U((S_U + 7) * W + q)])
+        err = yc[U(i * W + q)] - S[U(S_PRED * W + q)]
         root = 1.0 / math.sqrt(f)  # one square root and one division per lane and step
-        w[U((i - k) * W + q)] = err * root
+        wi = err * root
+        w[U((i - k) * W + q)] = wi
         live = i < S[U(S_COUNT * W + q)]
-        g = root * root if live and S[U(S_FULL * W + q)] != 0.0 else 0.0
-        c = err * g
+        S[U(S_MEAN * W + q)] += wi if live else 0.0  # in the order the Rec-CUSUM sums them
+        g = root * root if live & (S[U(S_FULL * W + q)] != 0.0) else 0.0
+        S[U(S_GAIN * W + q)] = g
+        S[U(S_STEP * W + q)] = err * g
+
+
+@jit(fastmath=CONTRACT, error_model="numpy", plain_args=True)
+def _update_step(S):
+    """The update of :func:`_residual_step`'s row: ``beta += u c`` and
+    ``(X'X)^{-1} -= u u' g``, each lane's values in registers."""
+    W = LANES
+    for q in range(W):
+        u0, u1, u2, u3 = S[U((S_U + 0) * W + q)], S[U((S_U + 1) * W + q)], S[U((S_U + 2) * W + q)], S[U((S_U + 3) * W + q)]
+        u4, u5, u6, u7 = S[U((S_U + 4) * W + q)], S[U((S_U + 5) * W + q)], S[U((S_U + 6) * W + q)], S[U((S_U + 7) * W + q)]
+        g = S[U(S_GAIN * W + q)]
+        c = S[U(S_STEP * W + q)]
         S[U(36 * W + q)] += u0 * c
         S[U(37 * W + q)] += u1 * c
         S[U(38 * W + q)] += u2 * c
@@ -356,16 +410,18 @@ def _rank_one_step(S, Xc, yc, w, i, k):
         S[U(35 * W + q)] -= v * u7
 
 
+
 @jit(fastmath=CONTRACT, error_model="numpy", plain_args=True)
 def _fit_rss(S, Xc, yc, n_rows):
-    """Residual sum of squares of each lane's candidates under its final coefficients, for
-    the perfect-fit check. (Not the sum of the squared recursive residuals, equal in exact
+    """Residual sum of squares of each lane's candidates under its final coefficients, and
+    their max |y|, for the perfect-fit check. (Not the sum of the squared recursive residuals, equal in exact
     arithmetic: the first solves on unevenly spaced rows carry rounding far above the
     check's threshold, and exact fits with gaps would be tested.)"""
     W = LANES
     K = LANE_REGRESSORS
     for q in range(W):
         S[U(S_RSS * W + q)] = 0.0
+        S[U(S_YMAX * W + q)] = 0.0
     for i in range(n_rows):
         x = i * K * W
         for q in range(W):
@@ -373,29 +429,33 @@ def _fit_rss(S, Xc, yc, n_rows):
                    + Xc[U(x + 2 * W + q)] * S[U(38 * W + q)] + Xc[U(x + 3 * W + q)] * S[U(39 * W + q)]
                    + Xc[U(x + 4 * W + q)] * S[U(40 * W + q)] + Xc[U(x + 5 * W + q)] * S[U(41 * W + q)]
                    + Xc[U(x + 6 * W + q)] * S[U(42 * W + q)] + Xc[U(x + 7 * W + q)] * S[U(43 * W + q)])
+            live = i < S[U(S_COUNT * W + q)]
             e = yc[U(i * W + q)] - fit
-            S[U(S_RSS * W + q)] += e * e if i < S[U(S_COUNT * W + q)] else 0.0
+            S[U(S_RSS * W + q)] += e * e if live else 0.0
+            size = abs(yc[U(i * W + q)]) if live else 0.0
+            top = S[U(S_YMAX * W + q)]
+            S[U(S_YMAX * W + q)] = size if size > top else top
 
 
 @jit(fastmath=CONTRACT, error_model="numpy")
 def _rec_cusum_lanes(S, w, k):
-    """Rec-CUSUM of each lane's ``m = count - k`` recursive residuals: its max statistic
-    and first (1-based) crossing of the alpha = 0.05 boundary (-1: none), the arithmetic
-    of :func:`_roc_start` over all lanes."""
+    """Rec-CUSUM of each lane's ``m = count - k`` recursive residuals (their sum already
+    in ``S_MEAN``, added up by :func:`_residual_step`): its max statistic and first
+    (1-based) crossing of the alpha = 0.05 boundary (-1: none), the arithmetic of
+    :func:`_roc_start` over all lanes but for the scan's two divisions per residual: the
+    boundary's ``2 j / m`` is ``j`` times ``2 / m``, and the max of ``value / bound`` is
+    found by cross-multiplied comparisons (its value, one quotient, taken at the end).
+    Both can move the statistic by an ulp, never by more."""
     W = LANES
     m_max = 0.0
     for q in range(W):
         m_max = max(m_max, S[U(S_COUNT * W + q)] - k)
-        S[U(S_MEAN * W + q)] = 0.0
+        S[U(S_MEAN * W + q)] /= max(S[U(S_COUNT * W + q)] - k, 1.0)
         S[U(S_SCALE * W + q)] = 0.0  # the sum of squares first
         S[U(S_CUM * W + q)] = 0.0
-        S[U(S_STAT * W + q)] = 0.0
+        S[U(S_STAT * W + q)] = 0.0  # the best value / bound so far as value (here) ...
+        S[U(S_BOUND * W + q)] = 1.0  # ... and bound
         S[U(S_FIRST * W + q)] = -1.0
-    for j in range(int(m_max)):
-        for q in range(W):
-            S[U(S_MEAN * W + q)] += w[U(j * W + q)] if j < S[U(S_COUNT * W + q)] - k else 0.0
-    for q in range(W):
-        S[U(S_MEAN * W + q)] /= max(S[U(S_COUNT * W + q)] - k, 1.0)
     for j in range(int(m_max)):
         for q in range(W):
             e = w[U(j * W + q)] - S[U(S_MEAN * W + q)]
@@ -403,18 +463,23 @@ def _rec_cusum_lanes(S, w, k):
     for q in range(W):
         m = max(S[U(S_COUNT * W + q)] - k, 2.0)
         S[U(S_SCALE * W + q)] = 1.0 / (math.sqrt(S[U(S_SCALE * W + q)] / (m - 1.0)) * math.sqrt(m))
+        S[U(S_MEAN * W + q)] = 2.0 / max(S[U(S_COUNT * W + q)] - k, 1.0)  # now: 2 / m
     for j in range(1, int(m_max) + 1):
         for q in range(W):
-            m = S[U(S_COUNT * W + q)] - k
-            live = j <= m
+            live = j <= S[U(S_COUNT * W + q)] - k
             cum = S[U(S_CUM * W + q)] + (w[U((j - 1) * W + q)] if live else 0.0)
             S[U(S_CUM * W + q)] = cum
             value = abs(cum * S[U(S_SCALE * W + q)])
-            bound = 1.0 + 2.0 * j / max(m, 1.0)
-            stat = S[U(S_STAT * W + q)]
-            S[U(S_STAT * W + q)] = max(stat, value / bound) if live else stat
+            bound = 1.0 + j * S[U(S_MEAN * W + q)]
+            best = S[U(S_STAT * W + q)]
+            best_bound = S[U(S_BOUND * W + q)]
+            better = live & (value * best_bound > best * bound)  # & not and: no branch per lane
+            S[U(S_STAT * W + q)] = value if better else best
+            S[U(S_BOUND * W + q)] = bound if better else best_bound
             first = S[U(S_FIRST * W + q)]
-            S[U(S_FIRST * W + q)] = j if live and first < 0.0 and value > ROC_LAMBDA_05 * bound else first
+            S[U(S_FIRST * W + q)] = j if live & (first < 0.0) & (value > ROC_LAMBDA_05 * bound) else first
+    for q in range(W):
+        S[U(S_STAT * W + q)] /= S[U(S_BOUND * W + q)]
 
 
 @jit(error_model="numpy")
@@ -437,13 +502,16 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
         return
     _gather_design(X8, rows, n_max, Xc)
     S[: S_COUNT * W] = 0.0  # P, beta, the Gram, flags
+    S[S_MEAN * W:(S_MEAN + 1) * W] = 0.0  # the recursive residuals' sum
     _add_eight_rows(S, Xc, yc, 0, k, k)
     for i in range(k, n_max):
         if i == k or i == 2 * k:  # the first fit and its refresh (the per-pixel loop's schedule)
             _exact_solves(S, i, k, width)
             if i == k:  # the rows the refresh needs
                 _add_eight_rows(S, Xc, yc, k, 2 * k, k)
-        _rank_one_step(S, Xc, yc, w, i, k)
+        _prime_step(S, Xc, i)
+        _residual_step(S, Xc, yc, w, i, k)
+        _update_step(S)
     _fit_rss(S, Xc, yc, n_max)
     _rec_cusum_lanes(S, w, k)
     for q in range(width):
