@@ -286,8 +286,8 @@ def _add_eight_rows(S, Xc, yc, lo, hi, k):
 # a division) and :func:`_update_step` (``(X'X)^{-1}`` and ``beta`` read and written once:
 # 44 stores per lane). One pass doing all three kept 52 values per lane live, which spilled
 # from AVX2's 16 registers, and each lane's chain through the division waited on its
-# products with nothing else to do; apart, single-thread selection took 10 % less on D2
-# (benchmarks/README.md, issue 45). Also tried: the next row's ``u`` accumulated inside
+# products with nothing else to do; apart, the steps took 23.5 instead of 28-30 ms on D2,
+# single thread, AVX2 (benchmarks/README.md, issue 45). Also tried: the next row's ``u`` accumulated inside
 # the update (no second read of ``(X'X)^{-1}``, but 24 live values: more spills, slower),
 # and two rows per pass (a rank-two update: no faster). The sums are the one-pass
 # kernel's, in its order, bit for bit.
