@@ -34,8 +34,8 @@ from ...core.series_cpu import compact_valid, cube_bytes, load_tile_bytes, tile_
 from ..plan import MonitorPlan
 from ._cpu_lane_inverse import inverse_lanes
 from ._cpu_lanes import (LANE_REGRESSORS, LANES, PACKED, S_ALONE, S_BETA, S_BNEW, S_BOUND, S_COUNT, S_CUM, S_FIRST,
-                         S_FULL, S_G, S_GAIN, S_MEAN, S_OK, S_P, S_PNEW, S_PRED, S_RHS, S_ROWS, S_RSS, S_SCALE, S_STAT,
-                         S_STEP, S_TAKE, S_U, S_YMAX, U)
+                         S_FULL, S_G, S_GAIN, S_MEAN, S_OK, S_P, S_PNEW, S_PRED, S_RHS, S_ROWS, S_RSS, S_SCALE, S_SLOPE,
+                         S_STAT, S_STEP, S_TAKE, S_U, S_YMAX, U)
 from ._reference import ROC_LAMBDA_05
 
 
@@ -236,11 +236,11 @@ def _exact_solves(S, i, k, width):
     W = LANES
     inverse_lanes(S, k)
     for q in range(W):
-        take = i < S[U(S_COUNT * W + q)] and S[U(S_ALONE * W + q)] == 0.0
+        take = (i < S[U(S_COUNT * W + q)]) & (S[U(S_ALONE * W + q)] == 0.0)  # & not and: no branch
         ok = S[U(S_OK * W + q)] != 0.0
         S[U(S_FULL * W + q)] = (1.0 if ok else 0.0) if take else S[U(S_FULL * W + q)]
-        S[U(S_ALONE * W + q)] = 1.0 if take and not ok else S[U(S_ALONE * W + q)]
-        S[U(S_OK * W + q)] = 1.0 if take and ok else 0.0  # now: the lane takes the new fit
+        S[U(S_ALONE * W + q)] = 1.0 if take & (not ok) else S[U(S_ALONE * W + q)]
+        S[U(S_OK * W + q)] = 1.0 if take & ok else 0.0  # now: the lane takes the new fit
     for ab in range(PACKED):
         for q in range(W):
             new = S[U(S_OK * W + q)] != 0.0
@@ -463,14 +463,14 @@ def _rec_cusum_lanes(S, w, k):
     for q in range(W):
         m = max(S[U(S_COUNT * W + q)] - k, 2.0)
         S[U(S_SCALE * W + q)] = 1.0 / (math.sqrt(S[U(S_SCALE * W + q)] / (m - 1.0)) * math.sqrt(m))
-        S[U(S_MEAN * W + q)] = 2.0 / max(S[U(S_COUNT * W + q)] - k, 1.0)  # now: 2 / m
+        S[U(S_SLOPE * W + q)] = 2.0 / max(S[U(S_COUNT * W + q)] - k, 1.0)
     for j in range(1, int(m_max) + 1):
         for q in range(W):
             live = j <= S[U(S_COUNT * W + q)] - k
             cum = S[U(S_CUM * W + q)] + (w[U((j - 1) * W + q)] if live else 0.0)
             S[U(S_CUM * W + q)] = cum
             value = abs(cum * S[U(S_SCALE * W + q)])
-            bound = 1.0 + j * S[U(S_MEAN * W + q)]
+            bound = 1.0 + j * S[U(S_SLOPE * W + q)]
             best = S[U(S_STAT * W + q)]
             best_bound = S[U(S_BOUND * W + q)]
             better = live & (value * best_bound > best * bound)  # & not and: no branch per lane
