@@ -73,7 +73,7 @@ def other_cube(preset: str, seed: int = 1):
     for i in range(T):
         state = rng.random(n) < np.where(state, 0.5, p_on[i])
         cloudy[i] = state
-    # top up or thin to the preset's fraction with independent drops
+    # top up to the preset's fraction (the chain stays below it: its odds are concave in p_on)
     extra = nan_fraction - cloudy.mean()
     if extra > 0:
         cloudy |= rng.random((T, n)) < extra / (1.0 - cloudy.mean())
