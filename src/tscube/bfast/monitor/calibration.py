@@ -92,17 +92,22 @@ class CalibrationModel:
                 f"cusum={self.cusum} spacing={self.spacing!r}" + (f" step={self.step}" if self.step != 1 else ""))
 
 
-def canonical_slots(n: int, m: int, stretch: float, spacing: float, rng: np.random.Generator) -> np.ndarray:
-    """Grid slots of one draw of a canonical design: ``n`` history dates taken at random
-    among ``n * spacing`` consecutive slots (a regular series that lost ``1 - 1/spacing`` of
-    its dates at random, as a cloudy pixel), then ``m`` monitoring dates among the
-    ``m * stretch * spacing`` slots that follow (at least ``m``)."""
+def history_slots(n: int, spacing: float, rng: np.random.Generator) -> np.ndarray:
+    """Grid slots of the history of one draw of a canonical design: ``n`` dates taken at
+    random among ``n * spacing`` consecutive slots (a regular series that lost
+    ``1 - 1/spacing`` of its dates at random, as a cloudy pixel), the first and last slot
+    among them (the history spans what its spacing says)."""
     span = max(n, round(n * spacing))
     history = np.sort(rng.choice(span, size=n, replace=False)) if span > n else np.arange(n)
-    history[[0, -1]] = 0, span - 1  # the history spans what its spacing says
+    history[[0, -1]] = 0, span - 1
+    return history.astype(np.int64)
+
+
+def monitoring_slots(after: int, m: int, stretch: float, spacing: float, rng: np.random.Generator) -> np.ndarray:
+    """Grid slots of the ``m`` monitoring dates of one draw of a canonical design: among the
+    ``m * stretch * spacing`` slots (at least ``m``) from slot ``after``."""
     reach = max(m, round(m * stretch * spacing))
-    monitoring = span + (np.sort(rng.choice(reach, size=m, replace=False)) if reach > m else np.arange(m))
-    return np.concatenate([history, monitoring]).astype(np.int64)
+    return after + (np.sort(rng.choice(reach, size=m, replace=False)) if reach > m else np.arange(m, dtype=np.int64))
 
 
 def drift_coefficients(n, m, w, spacing: float, cusum: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -127,20 +132,31 @@ def _drift_coefficients(n, m, w, spacing, cusum):
     return (mean - centre) / sd, spacing * steps / w / sd
 
 
-def canonical_design(model: CalibrationModel, n: int, m: int, stretch: float, rng: np.random.Generator) -> np.ndarray:
-    """The design matrix ``(n + m, k)`` of one draw of the canonical dates (the model's
-    columns), redrawn while its history cannot fit the model (at most 100 times)."""
+def canonical_designs(model: CalibrationModel, n: int, m: int, stretches, rng: np.random.Generator,
+                      monitoring_seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """One draw of the canonical dates at each of ``stretches``: the design of the history
+    alone ``(n, k)`` (the model's columns; drawn from ``rng``, redrawn while it cannot fit
+    the model, at most 100 times), and the design matrices ``(n + m, k)`` of that history
+    followed by monitoring dates drawn from a generator seeded with ``monitoring_seed`` at
+    each stretch (the same draws, spread over their stretch's reach)."""
     for attempt in range(100):  # the last draws without gaps in the history (they fit when any can)
-        slots = model.step * canonical_slots(n, m, stretch, model.spacing if attempt < 80 else 1.0, rng)
-        axis = TimeAxis(time=2000.0 + slots / model.freq, slot=slots, freq=model.freq)
-        X = build_design(axis, model.order, model.trend, model.season).matrix
-        if np.linalg.matrix_rank(X[:n]) == X.shape[1]:
-            return X
-    raise ValueError(f"no canonical design of {n} history dates can fit the model ({model.key()})")
+        history = model.step * history_slots(n, model.spacing if attempt < 80 else 1.0, rng)
+        X = _model_design(model, history)
+        if np.linalg.matrix_rank(X) == X.shape[1]:
+            break
+    else:
+        raise ValueError(f"no canonical design of {n} history dates can fit the model ({model.key()})")
+    after = int(history[-1]) // model.step + 1
+    return X, [_model_design(model, np.concatenate([history, model.step * monitoring_slots(
+        after, m, stretch, model.spacing, np.random.default_rng(monitoring_seed))])) for stretch in stretches]
 
 
-def simulate_statistic(X: np.ndarray, n: int, h: float, cusum: bool, n_paths: int, seed: int,
-                       chunk: int = 2000) -> np.ndarray:
+def _model_design(model: CalibrationModel, slots: np.ndarray) -> np.ndarray:
+    axis = TimeAxis(time=2000.0 + slots / model.freq, slot=slots, freq=model.freq)
+    return build_design(axis, model.order, model.trend, model.season).matrix
+
+
+def simulate_statistic(X: np.ndarray, n: int, h: float, cusum: bool, n_paths: int, seed: int) -> np.ndarray:
     """``n_paths`` draws of the monitoring statistic under no break (i.i.d. N(0, 1) errors;
     the process divides by sigma, so any scale gives the same) for the design ``X``
     (history rows first, ``n`` of them): OLS-MOSUM ``max_j |process_j| / sqrt(2 logPlus(x_j))``,
@@ -148,46 +164,141 @@ def simulate_statistic(X: np.ndarray, n: int, h: float, cusum: bool, n_paths: in
     ``max_j process_j^2 / (x_j (x_j - 1)) - log(x_j / (x_j - 1))``, a break where it exceeds
     ``c^2``; ``x_j = (n + j + 1) / n`` at monitoring observation ``j``. The residuals,
     sigma (``n - k`` degrees of freedom) and windows are the engines'."""
-    total, k = X.shape
+    return simulate_statistics([X], n, h, cusum, n_paths, seed)[0]
+
+
+def simulate_statistics(designs: list[np.ndarray], n: int, h: float, cusum: bool, n_paths: int, seed: int,
+                        history: np.ndarray | None = None) -> np.ndarray:
+    """:func:`simulate_statistic` of each of ``designs`` (rows ``(n + m, k)`` each, the same
+    history rows up to a change of basis of the columns, as the canonical designs of one
+    draw at several stretches), on the same draws of the errors (common random numbers:
+    the errors are drawn once); ``(len(designs), n_paths)``. ``history`` (``(n, k)``, by
+    default the first design's first ``n`` rows): the history rows whose basis the draws
+    use, so that each design's statistics do not depend on the others'.
+
+    The history errors are not drawn one by one where they need not be
+    (:func:`_history_reduction`): of the history, the statistic sees the coefficients'
+    error, the residual sum of squares and, with OLS-MOSUM, the last ``floor(h n) - 1``
+    residuals (the first windows reach back into the history). Those are drawn from their
+    exact joint distribution: ``k`` normals for the part of the coefficients' error that
+    the earlier history errors make, one chi-square for the rest of their squares, and
+    the last errors themselves."""
+    total, k = designs[0].shape
     m = total - n
-    history = X[:n]
-    projection = np.linalg.solve(history.T @ history, history.T)  # k x n: the coefficients' map
     w = int(np.floor(h * n))
+    bases = [_orthonormal_basis(X, n) for X in designs]
+    basis = _orthonormal_basis(designs[0][:n] if history is None else history, n)
+    front, lower = _history_reduction(basis, n, w, cusum)
+    tail = n - front  # history rows whose errors are drawn (all of them when nothing reduces)
+    drawn = basis[front:]  # their rows in the orthonormal basis (every design's, to rounding)
+    extra = k if front else 0  # normals of the earlier history's part of the coefficients' error
     x = (n + np.arange(m) + 1.0) / n
     if cusum:
         scale, shift = x * (x - 1.0), np.log(x / (x - 1.0))
     else:
-        unit = np.sqrt(2.0 * np.where(x > np.e, np.log(np.maximum(x, np.e)), 1.0))
+        inverse_unit = 1.0 / np.sqrt(2.0 * np.where(x > np.e, np.log(np.maximum(x, np.e)), 1.0))
+    # each process value is a sum of residuals (OLS-MOSUM: a window's; OLS-CUSUM: all up to
+    # the date), residuals are errors less the fit: the process is the errors' sums less
+    # the coefficients' error times the same sums of the design's rows. The errors' sums
+    # are the same for every design; each design has its ``(m, k)`` sums of rows.
+    row_sums = [_process_sums(np.concatenate([drawn[:tail], Z[n:]]), tail, m, w, cusum) for Z in bases]
     rng = np.random.default_rng(seed)
-    out = np.empty(n_paths)
-    for first in range(0, n_paths, chunk):
-        count = min(chunk, n_paths - first)
-        errors = rng.standard_normal((count, total))
-        residuals = errors - (errors[:, :n] @ projection.T) @ X.T
-        sigma = np.sqrt(np.einsum("ij,ij->i", residuals[:, :n], residuals[:, :n]) / (n - k))
-        sums = np.zeros((count, total + 1))
-        np.cumsum(residuals, axis=1, out=sums[:, 1:])
-        # the monitoring residuals' cumulative sums are columns n + 1 .. total: slices (views),
-        # and the arithmetic below in place, in the same order (the same values, fewer passes)
-        if cusum:
-            process = sums[:, n + 1:] / (sigma[:, None] * np.sqrt(n))
-            np.multiply(process, process, out=process)
-            process /= scale
-            process -= shift
-        else:
-            process = sums[:, n + 1:] - sums[:, n + 1 - w:total + 1 - w]
-            process /= (sigma * np.sqrt(n))[:, None]
-            np.abs(process, out=process)
-            process /= unit
-        out[first:first + count] = np.max(process, axis=1)
+    out = np.empty((len(designs), n_paths))
+    chunk = int(np.clip(_CHUNK_VALUES // (extra + tail + m + 1), 16, 4096))
+    for begin in range(0, n_paths, chunk):
+        count = min(chunk, n_paths - begin)
+        draws = rng.standard_normal((count, extra + tail + m))
+        errors = draws[:, extra:]  # the last history rows', then the monitoring rows'
+        # the coefficients' error (orthonormal basis: Z_H' e_H) and the history's RSS
+        delta = errors[:, :tail] @ drawn[:tail]
+        squares = np.einsum("ij,ij->i", errors[:, :tail], errors[:, :tail])
+        if front:
+            delta += draws[:, :extra] @ lower.T
+            squares += np.einsum("ij,ij->i", draws[:, :extra], draws[:, :extra])
+            if front > k:
+                squares += rng.chisquare(front - k, count)
+        rss = np.maximum(squares - np.einsum("ij,ij->i", delta, delta), 0.0)
+        root = np.sqrt(rss * (n / (n - k)))  # sigma sqrt(n)
+        error_sums = _process_sums(errors, tail, m, w, cusum, axis=1)
+        for d, sums in enumerate(row_sums):
+            process = error_sums - delta @ sums.T
+            if cusum:
+                process /= root[:, None]
+                np.multiply(process, process, out=process)
+                process /= scale
+                process -= shift
+                out[d, begin:begin + count] = np.max(process, axis=1)
+            else:
+                np.abs(process, out=process)
+                process *= inverse_unit
+                out[d, begin:begin + count] = np.max(process, axis=1) / root
     return out
+
+
+def _process_sums(values: np.ndarray, tail: int, m: int, w: int, cusum: bool, axis: int = 0) -> np.ndarray:
+    """The sums of ``values`` (2-d; along ``axis``: ``tail`` history rows, then ``m``
+    monitoring rows) that make the process at each monitoring row (``m`` along ``axis``):
+    OLS-MOSUM the ``w`` rows up to it (the first windows reach into the history rows),
+    OLS-CUSUM every row up to it."""
+    shape = list(values.shape)
+    shape[axis] += 1
+    sums = np.zeros(shape)
+    np.cumsum(values, axis=axis, out=sums[1:] if axis == 0 else sums[:, 1:])
+
+    def rows(first):
+        return sums[first:first + m] if axis == 0 else sums[:, first:first + m]
+
+    return rows(tail + 1) if cusum else rows(tail + 1) - rows(tail + 1 - w)
+
+
+#: Values (paths x rows) per chunk of :func:`simulate_statistics`: large enough that the threads of
+#: :func:`_cells` rarely wait for the GIL between NumPy calls (smaller chunks, in L2, ran slower on two threads).
+_CHUNK_VALUES = 200_000
+
+
+def _orthonormal_basis(X: np.ndarray, n: int) -> np.ndarray:
+    """The design ``X`` in the basis whose history columns (its first ``n`` rows) are
+    orthonormal: ``X R^{-1}`` with ``R`` the QR factor of the history with a positive
+    diagonal (unique: the same for designs whose histories span the same columns). The
+    same fits, well conditioned whatever the regressors' scales."""
+    _, upper = np.linalg.qr(X[:n])
+    upper *= np.where(np.diag(upper) < 0.0, -1.0, 1.0)[:, None]
+    return np.linalg.solve(upper.T, X.T).T
+
+
+def _history_reduction(Z: np.ndarray, n: int, w: int, cusum: bool) -> tuple[int, np.ndarray | None]:
+    """``(front, lower)`` for :func:`simulate_statistics` of the design ``Z``
+    (:func:`_orthonormal_basis`): the history's first ``front`` rows, whose errors ``e_f``
+    need not be drawn, and ``lower``, the Cholesky factor of their Gram ``Z_f' Z_f``. The
+    statistic sees ``e_f`` only through ``Z_f' e_f`` (``lower z`` for ``z ~ N(0, I_k)``) and
+    ``|e_f|^2`` (``|z|^2`` plus an independent chi-square of ``front - k`` degrees of
+    freedom); OLS-MOSUM's windows also see the last ``w - 1`` history residuals (drawn),
+    OLS-CUSUM the sum of the history's residuals (0 when the constant is in the history's
+    span). ``front`` is 0 where this does not hold or the earlier rows cannot fit the
+    model alone (e.g. a season missing there)."""
+    k = Z.shape[1]
+    front = n if cusum else n - max(w - 1, 0)
+    if front < k:
+        return 0, None
+    if cusum:
+        ones = np.ones(n)
+        if not np.allclose(Z[:n] @ (Z[:n].T @ ones), ones, rtol=0.0, atol=1e-9):
+            return 0, None
+    later = Z[front:n]
+    try:
+        lower = np.linalg.cholesky(np.eye(k) - later.T @ later)
+    except np.linalg.LinAlgError:
+        return 0, None
+    if not np.min(np.diag(lower)) > 1e-6:  # the earlier rows (nearly) miss a direction of the model
+        return 0, None
+    return front, lower
 
 
 #: Canonical designs drawn per cell (each gets an equal share of the paths): a cell's
 #: distribution is that of the designs of its class, not of one draw's accidents.
 DESIGNS_PER_CELL = 20
 #: Version of the cells' recipe, in their cache key (a new recipe never reads old cells).
-RECIPE = 2
+RECIPE = 3
 
 
 def n_grid(model: CalibrationModel) -> np.ndarray:
@@ -200,62 +311,82 @@ def n_grid(model: CalibrationModel) -> np.ndarray:
     return np.unique(np.concatenate([dense, N_GRID[N_GRID > k + 2]])).astype(np.int64)
 
 
-def _cell_path(model: CalibrationModel, n: int, ri: int, si: int, n_paths: int, seed: int):
-    key = (f"recipe={RECIPE} {model.key()} n={n} r={R_GRID[ri]!r} s={S_GRID[si]!r} paths={n_paths} "
-           f"designs={DESIGNS_PER_CELL} seed={seed}")
+def _cell_path(model: CalibrationModel, n: int, ri: int, si: int):
+    """Cache file of the cell ``(n, ri, si)`` and its key (the recipe, the model, the cell,
+    the paths, designs and seed: whatever its values depend on)."""
+    key = (f"recipe={RECIPE} {model.key()} n={n} r={R_GRID[ri]!r} s={S_GRID[si]!r} "
+           f"paths={int(config.CALIBRATION_PATHS)} designs={DESIGNS_PER_CELL} seed={int(config.CRITVAL_SEED)}")
     return cache_dir() / "calibration" / f"{hashlib.sha1(key.encode()).hexdigest()[:20]}.npy", key
+
+
+def _row_seed(model: CalibrationModel, n: int, ri: int) -> int:
+    """The seed of the cells of one ``(n, ri)`` (:func:`simulate_cells`), from what their
+    values depend on but the stretch."""
+    key = (f"recipe={RECIPE} {model.key()} n={n} r={R_GRID[ri]!r} paths={int(config.CALIBRATION_PATHS)} "
+           f"designs={DESIGNS_PER_CELL} seed={int(config.CRITVAL_SEED)}")
+    return int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "little")
 
 
 #: Cells this process has read or simulated, by ``(model, n, ri, si, paths, seed)``.
 _CELLS: dict = {}
 
 
-def simulate_cell(model: CalibrationModel, n: int, m: int, stretch: float, n_paths: int, seed: int) -> np.ndarray:
-    """``n_paths`` draws of the statistic (:func:`simulate_statistic`) over
-    :data:`DESIGNS_PER_CELL` draws of the canonical design ``(n, m, stretch)``."""
+def simulate_cells(model: CalibrationModel, n: int, m: int, stretches, n_paths: int, seed: int) -> np.ndarray:
+    """``n_paths`` draws of the statistic (:func:`simulate_statistics`) over
+    :data:`DESIGNS_PER_CELL` draws of the canonical design ``(n, m)`` at each of
+    ``stretches``, ``(len(stretches), n_paths)``. The cells of one ``(n, r)`` share their
+    draws (the history, the monitoring dates spread over each stretch's reach, the errors):
+    common random numbers, drawn once, and a cell's values do not depend on which others
+    it is simulated with."""
     rng = np.random.default_rng(seed)
     shares = np.diff(np.linspace(0, n_paths, DESIGNS_PER_CELL + 1).astype(np.int64))
     samples = []
     for share in shares:
-        X = canonical_design(model, n, m, stretch, rng)
-        samples.append(simulate_statistic(X, n, model.h, model.cusum, int(share), int(rng.integers(2**63))))
-    return np.concatenate(samples)
+        history, designs = canonical_designs(model, n, m, stretches, rng, int(rng.integers(2**63)))
+        samples.append(simulate_statistics(designs, n, model.h, model.cusum, int(share), int(rng.integers(2**63)),
+                                           history=history))
+    return np.concatenate(samples, axis=1)
 
 
-def cell_values(model: CalibrationModel, n: int, ri: int, si: int) -> np.ndarray:
-    """The critical values of one grid cell at the levels of :data:`LEVEL_GRID` (NaN below
-    what ``config.CALIBRATION_PATHS`` can tell); simulated once, then read from the cache."""
-    memory_key = _cell_key(model, n, ri, si)
-    known = _CELLS.get(memory_key)
-    if known is not None:
-        return known
-    *_, n_paths, seed = memory_key
-    path, key = _cell_path(model, n, ri, si, n_paths, seed)
-    try:
-        values = np.load(path)
-        if values.shape == LEVEL_GRID.shape:
-            _CELLS[memory_key] = values
-            return values
-    except (OSError, ValueError):
-        pass
-    m = max(1, round(float(R_GRID[ri]) * n))
-    stretch = S_GRID[si] if model.trend else 1.0
-    began = time.perf_counter()
-    cell_seed = int.from_bytes(hashlib.sha1(key.encode()).digest()[:8], "little")
-    try:
-        sample = simulate_cell(model, n, m, stretch, n_paths, cell_seed)
-    except ValueError:  # no design of this size fits the model: no pixel's does (SINGULAR_DESIGN)
-        sample = np.full(n_paths, np.nan)
-    with _SECONDS_LOCK:
-        SIMULATION_SECONDS[0] += time.perf_counter() - began
-    values = np.quantile(sample, 1.0 - LEVEL_GRID)
-    if model.cusum:
-        values = np.sqrt(np.maximum(values, 0.0))
-    values[LEVEL_GRID * n_paths < MIN_TAIL_PATHS] = np.nan
-    values.setflags(write=False)
-    _CELLS[memory_key] = values
-    write_cached(path, values)
-    return values
+def row_values(model: CalibrationModel, n: int, ri: int, sis) -> list[np.ndarray]:
+    """The critical values of the grid cells ``(n, ri, si)`` for each of ``sis`` at the
+    levels of :data:`LEVEL_GRID` (NaN below what ``config.CALIBRATION_PATHS`` can tell);
+    simulated once (those of one ``(n, ri)`` together, :func:`simulate_cells`), then read
+    from the cache."""
+    out = {}
+    for si in sis:
+        memory_key = _cell_key(model, n, ri, si)
+        known = _CELLS.get(memory_key)
+        if known is None:
+            try:
+                values = np.load(_cell_path(model, n, ri, si)[0])
+                if values.shape == LEVEL_GRID.shape:
+                    _CELLS[memory_key] = known = values
+            except (OSError, ValueError):
+                pass
+        if known is not None:
+            out[si] = known
+    missing = [si for si in sis if si not in out]
+    if missing:
+        n_paths = int(config.CALIBRATION_PATHS)
+        m = max(1, round(float(R_GRID[ri]) * n))
+        stretches = [S_GRID[si] if model.trend else 1.0 for si in missing]
+        began = time.perf_counter()
+        try:
+            samples = simulate_cells(model, n, m, stretches, n_paths, _row_seed(model, n, ri))
+        except ValueError:  # no design of this size fits the model: no pixel's does (SINGULAR_DESIGN)
+            samples = np.full((len(missing), n_paths), np.nan)
+        with _SECONDS_LOCK:
+            SIMULATION_SECONDS[0] += time.perf_counter() - began
+        for si, sample in zip(missing, samples):
+            values = np.quantile(sample, 1.0 - LEVEL_GRID)
+            if model.cusum:
+                values = np.sqrt(np.maximum(values, 0.0))
+            values[LEVEL_GRID * n_paths < MIN_TAIL_PATHS] = np.nan
+            values.setflags(write=False)
+            _CELLS[_cell_key(model, n, ri, si)] = out[si] = values
+            write_cached(_cell_path(model, n, ri, si)[0], values)
+    return [out[si] for si in sis]
 
 
 def _bracket(grid: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -467,30 +598,30 @@ def _interpolate(model: CalibrationModel, grid: np.ndarray, level: float, n: np.
 
 
 def _cells(model: CalibrationModel, grid: np.ndarray, codes: list[int]) -> list[np.ndarray]:
-    """:func:`cell_values` of the cells ``codes`` (``(ni * len(R_GRID) + ri) * len(S_GRID) +
-    si``), those not cached simulated on a thread per core, each with a single-threaded
-    BLAS (NumPy's generators and matrix products release the GIL; the products are too
-    small for BLAS's own threads, which would only compete with the pool's). Each cell
-    has its own seed: the values do not depend on the order."""
-    def values(code: int) -> np.ndarray:
-        return cell_values(model, *_cell_of(grid, code))
-
-    missing = [code for code in codes if _CELLS.get(_cell_key(model, *_cell_of(grid, code))) is None]
+    """The critical values (:func:`row_values`) of the cells ``codes`` (``(ni * len(R_GRID)
+    + ri) * len(S_GRID) + si``), those not cached simulated a row ``(n, ri)`` at a time on a
+    thread per core, each with a single-threaded BLAS (NumPy's generators and matrix
+    products release the GIL; the products are too small for BLAS's own threads, which
+    would only compete with the pool's). Each row has its own seed: the values do not
+    depend on the order."""
+    cells = [_cell_of(grid, code) for code in codes]
+    rows: dict = {}
+    for n, ri, si in cells:
+        rows.setdefault((n, ri), []).append(si)
+    missing = {row: sis for row, sis in rows.items()
+               if any(_CELLS.get(_cell_key(model, *row, si)) is None for si in sis)}
     began, simulated = time.perf_counter(), SIMULATION_SECONDS[0]
     if missing:
         # one simulation at a time in the process: threadpool_limits is process-wide, and
         # the same BLAS thread count for every cell (its sums' order: bit-identical values)
         with _SIMULATION_LOCK, threadpool_limits(limits=1, user_api="blas"):
-            workers = min(len(missing), os.cpu_count() or 1)
-            if workers > 1:
-                with ThreadPoolExecutor(max_workers=workers) as pool:
-                    list(pool.map(values, missing))
-            else:
-                values(missing[0])
-    out = [values(code) for code in codes]
+            with ThreadPoolExecutor(max_workers=min(len(missing), os.cpu_count() or 1)) as pool:
+                list(pool.map(lambda row: row_values(model, *row, missing[row]), list(missing)))
+    out = [row_values(model, n, ri, [si])[0] for n, ri, si in cells]
     if SIMULATION_SECONDS[0] > simulated:
         logger.info("calibrated critical values: %d table cells read or simulated in %.1f s (simulated once, then "
-                    "read from %s)", len(missing), time.perf_counter() - began, cache_dir() / "calibration")
+                    "read from %s)", sum(map(len, missing.values())), time.perf_counter() - began,
+                    cache_dir() / "calibration")
     return out
 
 
