@@ -217,6 +217,30 @@ def test_cpu_roc_lanes_aliased_starts_equal_reference():
         assert_same_result(bfast_monitor(**kwargs, engine="cpu"), bfast_monitor(**kwargs, engine="reference"), rtol=1e-6)
 
 
+def test_cpu_roc_pixels_left_to_the_per_pixel_loop_at_some_starts_equal_reference(monkeypatch):
+    """Pixels whose first rows are rank deficient at one start and not at another: the
+    lanes leave them to the per-pixel loop (a kernel of its own, run after the lanes on
+    those pixels' columns) for that start only, and the results are the reference's."""
+    from tscube.bfast.monitor.history import _cpu as history_cpu
+
+    cube = make_cube("demo", shape=(3, 20), n_dates=330, n_history=300, nan_fraction=0.1,
+                     noise=0.02, seed=4, dtype=np.float64)
+    data = cube.data.copy()
+    yearly = np.zeros(300, dtype=bool)
+    yearly[300 - 23 * 10::23] = True
+    sparse = np.arange(300) >= 300 - 23 * 10
+    data[:300][sparse & ~yearly, 1:3] = np.nan
+    data[100:300, 0, :5] += 0.3
+    deferred = []
+    per_pixel = history_cpu._per_pixel
+    monkeypatch.setattr(history_cpu, "_per_pixel", lambda values, *args: deferred.append(values.shape[1])
+                        or per_pixel(values, *args))
+    kwargs = dict(data=data, dates=cube.dates, start=[cube.time[60], cube.time[300]], freq=23, history="ROC")
+    cpu = bfast_monitor(**kwargs, engine="cpu")
+    assert deferred == [40]  # rows 1 and 2 of the cube (3 x 20 pixels): aliased at the second start
+    assert_same_result(cpu, bfast_monitor(**kwargs, engine="reference"), rtol=1e-6)
+
+
 def test_lane_inverse_is_generated_and_solves_every_k():
     """The written-out exact solve of the ROC lanes is the generator's current output, and
     for every k <= 8 gives each lane the inverse and coefficients of its normal equations

@@ -58,12 +58,12 @@ def _cube(dtype: str):
     return data, cube.dates, cube.start, nodata
 
 
-def _monitor_plan(history: str, dtype: str):
+def _monitor_plan(history: str, dtype: str, **model):
     from .bfast.monitor import monitor_plan
 
     data, dates, start, nodata = _cube(dtype)
     flat = np.ascontiguousarray(data.reshape(data.shape[0], -1))
-    plan = monitor_plan(flat.shape[0], dates, start, freq=23, history=history, nodata=nodata)[0]
+    plan = monitor_plan(flat.shape[0], dates, start, freq=23, history=history, nodata=nodata, **model)[0]
     return flat, plan
 
 
@@ -75,10 +75,13 @@ def _monitor(dtype: str) -> None:
 
 
 def _monitor_roc(dtype: str) -> None:
-    """BFAST Monitor's ROC history selection (the default ``history``)."""
+    """BFAST Monitor's ROC history selection (the default ``history``): pixels as lanes,
+    and one at a time (designs of more than eight regressors, such as season dummies, and
+    pixels whose first rows are rank deficient)."""
     from .bfast.monitor.history import history_first
 
     history_first(*_monitor_plan("ROC", dtype))
+    history_first(*_monitor_plan("ROC", dtype, order=0, season=True))
 
 
 def _monitor_bp(dtype: str) -> None:

@@ -9,8 +9,9 @@ Same rules as :mod:`tscube.bfast.monitor.history._reference` (the reference), or
   Bai–Perron triangle's). Designs of up to eight regressors (the usual trend and three
   harmonics) run with the pixels as SIMD lanes (:func:`_roc_lanes_kernel`: compaction
   of each pixel's candidates, then the recursion, fit and Rec-CUSUM scan in lockstep over
-  blocks of pixels); larger designs (season dummies), and lanes whose first rows are rank
-  deficient, one pixel at a time.
+  blocks of pixels); larger designs (season dummies), and pixels whose first rows are rank
+  deficient (after the lanes, in a kernel of their own: most calls never compile it),
+  one pixel at a time.
 * BP: the Bai–Perron segments' RSS and dynamic programme of :mod:`tscube.bfast.core.bai_perron_cpu`
   (shared with BFAST Lite), then the BIC choice of the number of breaks.
 
@@ -483,12 +484,11 @@ def _rec_cusum_lanes(S, w, k):
 
 
 @jit(error_model="numpy")
-def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
-               alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged):
+def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w, first_hist, flagged,
+               deferred):
     """ROC history start of pixels ``[p0, p0 + width)`` (``tile``: their series) for the
     start ``s`` (candidates before date ``stop``), with the pixels as lanes; lanes rank
-    deficient at an exact solve are done by the per-pixel loop (``alone_*``, ``Q`` ... ``idx``:
-    its buffers)."""
+    deficient at an exact solve are marked ``deferred``, for the per-pixel loop."""
     W = LANES
     k = X.shape[1]
     _compact_reversed(tile, width, stop, nodata, has_nodata, rows, yc, S)
@@ -517,13 +517,8 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
     for q in range(width):
         n = int(S[U(S_COUNT * W + q)])
         m = n - k
-        if S[U(S_ALONE * W + q)] != 0.0:  # the per-pixel loop, on the candidates in forward order
-            for j in range(n):
-                alone_rows[j] = rows[U((n - 1 - j) * W + q)]
-                alone_y[j] = yc[U((n - 1 - j) * W + q)]
-            drop, flag = _roc_pixel(X, alone_rows, alone_y, n, level, alone_w, Q, R, P, beta, Px, idx)
-            flagged[s, p0 + q] = flag
-            first_hist[s, p0 + q] = alone_rows[drop] if drop > 0 else 0
+        if S[U(S_ALONE * W + q)] != 0.0:  # the per-pixel loop's (history_first)
+            deferred[s, p0 + q] = True
             continue
         if m < 2:
             continue
@@ -537,14 +532,16 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
 
 
 @jit(nogil=True)
-def _roc_lanes_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, X8, monitor_begin, level, first_hist, flagged):
+def _roc_lanes_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, X8, monitor_begin, level, first_hist, flagged,
+                      deferred):
     """ROC history selection, chunk ``c`` of ``n_chunks`` (a task of
     :func:`~tscube._threads.run_tasks`): its range of blocks of ``LANES`` pixels streamed
     through private buffers; the cube as :func:`~tscube.bfast.core.series_cpu.cube_bytes`
-    (``raw``, ``itemsize``: one kernel for every dtype)."""
+    (``raw``, ``itemsize``: one kernel for every dtype). Pixels whose first rows are rank
+    deficient are left to the per-pixel loop (``deferred``): its code, R's in-order
+    aliasing by QR, is not compiled into this kernel, which most calls never need."""
     T = raw.shape[0]
     n_pixels = raw.shape[1] // itemsize
-    k = X.shape[1]
     W = LANES
     S_count = monitor_begin.shape[0]
     stop = 0
@@ -557,22 +554,13 @@ def _roc_lanes_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, X8, mon
     Xc = np.zeros((T + LANE_REGRESSORS) * LANE_REGRESSORS * W)  # room for eight rows past the last
     yc = np.zeros((T + LANE_REGRESSORS) * W)
     w = np.empty(T * W)
-    alone_rows = np.empty(T, dtype=np.int64)
-    alone_y = np.empty(T)
-    alone_w = np.empty(T)
-    Q = np.empty((k, T))  # Gram–Schmidt columns
-    R = np.empty((k, k))
-    P = np.empty((k, k))
-    beta = np.empty(k)
-    Px = np.empty(k)
-    idx = np.empty(k, dtype=np.int64)
     for ib in range(c * n_blocks // n_chunks, (c + 1) * n_blocks // n_chunks):
         p0 = ib * W
         width = min(n_pixels, p0 + W) - p0
         load_tile_bytes(raw, itemsize, p0, width, stop, tile)
         for s in range(S_count):
             _roc_block(tile, p0, width, s, monitor_begin[s], nodata, has_nodata, X, X8, level, rows, S, Xc, yc, w,
-                       alone_rows, alone_y, alone_w, Q, R, P, beta, Px, idx, first_hist, flagged)
+                       first_hist, flagged, deferred)
 
 
 @jit(nogil=True)
@@ -637,24 +625,38 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
     first = np.full((plan.n_starts, n_pixels), plan.history_begin, dtype=np.int64)
     if plan.history in ("all", "fixed"):
         return first, None
-    flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
-    # one kernel for every dtype; only the dates before the last monitoring start are read
-    # (a view of float data, the only part converted of integer data)
-    raw, itemsize, nodata, has_nodata = cube_bytes(values[: int(plan.monitor_begin.max(initial=0))], plan.nodata)
+    # only the dates before the last monitoring start are read
+    values = values[: int(plan.monitor_begin.max(initial=0))]
     X = plan.design.matrix
     k = X.shape[1]
     if plan.history == "ROC" and k <= LANE_REGRESSORS and n_pixels:
+        # one kernel for every dtype (a view of float data, the only part converted of integer data)
+        raw, itemsize, nodata, has_nodata = cube_bytes(values, plan.nodata)
+        flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
         X8 = np.zeros((X.shape[0], LANE_REGRESSORS))
         X8[:, :k] = X
         n_blocks = -(-n_pixels // LANES)
         n_chunks = max(1, min(n_blocks, 4 * numba.get_num_threads()))
+        deferred = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
         run_tasks(_roc_lanes_kernel, n_chunks, raw, itemsize, nodata, has_nodata, X, X8,
-                  plan.monitor_begin.astype(np.int64), plan.level_roc, first, flagged)
+                  plan.monitor_begin.astype(np.int64), plan.level_roc, first, flagged, deferred)
+        alone = np.flatnonzero(deferred.any(axis=0))
+        if alone.size:  # first rows rank deficient: the per-pixel loop, on those pixels' columns
+            alone_first, alone_flagged = _per_pixel(values[:, alone], plan, first[:, alone].copy())
+            first[:, alone] = np.where(deferred[:, alone], alone_first, first[:, alone])
+            flagged[:, alone] = np.where(deferred[:, alone], alone_flagged, flagged[:, alone])
         return first, flagged
+    return _per_pixel(values, plan, first)
+
+
+def _per_pixel(values: np.ndarray, plan: MonitorPlan, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`history_first` one pixel at a time (:func:`_history_kernel`), into ``first``."""
+    n_pixels = values.shape[1]
+    flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
+    raw, itemsize, nodata, has_nodata = cube_bytes(values, plan.nodata)
     block = 16
-    n_chunks = memo_chunks(n_pixels, block)
     run_tasks(
-        _history_kernel, n_chunks, raw, itemsize, nodata, has_nodata,
+        _history_kernel, memo_chunks(n_pixels, block), raw, itemsize, nodata, has_nodata,
         plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None,
         block, first, flagged,
     )
