@@ -10,7 +10,6 @@ from typing import Optional
 import numpy as np
 import typer
 
-from ..cluster import GaussianMixture, KMeans
 from ..io import GEOTIFF_SUFFIXES, check_complete, replace_atomically, temporary_path
 from ..runs import exclusive_lock, record_path
 from .app import app, clean_errors
@@ -103,6 +102,8 @@ def run_cluster(input_path, k, output_path, *, method="gmm", covariance_type="fu
         The fitted estimator.
     """
     import rioxarray  # noqa: F401  (registers the .rio accessor)
+
+    from ..cluster import GaussianMixture, KMeans  # here: scikit-learn's import costs every command a second
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
