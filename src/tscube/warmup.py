@@ -105,11 +105,13 @@ def _calibration(dtype: str) -> None:
 
 
 def _lite(dtype: str) -> None:
-    """BFAST Lite (every break selection and magnitude runs in one kernel)."""
+    """BFAST Lite (every break selection and magnitude runs in one kernel), and its
+    OLS-MOSUM pre-test (``level > 0``: a kernel of its own)."""
     from .bfast.lite import bfast_lite
 
     data, dates, _, nodata = _cube(dtype)
     bfast_lite(data, dates, freq=23, nodata=nodata, engine="cpu")
+    bfast_lite(data[:, :1, :2], dates, freq=23, nodata=nodata, level=0.05, engine="cpu")
 
 
 def _lite_cuda_host(dtype: str) -> None:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..._jit import jit
-from ..._threads import run_tasks
+from ..._threads import run_tasks, task_count
 from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
 from ..core.bai_perron_cpu import (breaks_of, fit_in_order, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
                                    qr_fit_in_order, recursion_segments, replay_scratch, same_rows, triangle_memo)
@@ -46,9 +46,64 @@ def _pretest_pvalue(X, rows, y, n, fraction, Q, R, idx, beta, P, e, table, table
 
 
 @jit()
-def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level, table, table_h,
-                   table_p, p, rows, y, w, Q, R, idx, beta, Pinv, status, n_obs, h_obs, max_breaks, pretest_p):
-    """Compaction, the optional pre-test and the checks of pixel ``p`` before its
+def _pretest_applies(y, n, k, h_param):
+    """Whether R runs the OLS-MOSUM pre-test on a pixel of ``n`` compacted values ``y``, and
+    its window's fraction of ``n``: some values, none over ``OVERFLOW_VALUE`` (those pixels
+    get their status first), ``n > k`` and a window of ``1 <= floor(n fraction) < n``
+    observations (else R fails, and the checks after it flag the pixel)."""
+    if n == 0:
+        return False, 0.0
+    for i in range(n):
+        if abs(y[i]) > OVERFLOW_VALUE:
+            return False, 0.0
+    fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
+    nh = int(math.floor(n * fraction))
+    return n > k and 1 <= nh < n, fraction
+
+
+@jit(nogil=True)
+def pretest_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, table, table_h, table_p, p0, count,
+                   pretest_p, tested):
+    """R's OLS-MOSUM pre-test p-value (:func:`_pretest_pvalue`) of pixels ``p0 + q``, ``q``
+    in this task's share (``c`` of ``n_chunks``) of ``0..count-1``, into ``pretest_p`` and
+    ``tested`` where R runs it (:func:`_pretest_applies`). A kernel of its own, run before
+    the programmes: calls without a pre-test (the default) never compile it, and the
+    programmes' kernel is the same with or without one."""
+    T = raw.shape[0]
+    k = X.shape[1]
+    w, Q, R, idx, beta, Pinv = _fit_scratch(T, k)
+    rows = np.empty(T, dtype=np.int64)
+    y = np.empty(T)
+    tile = np.empty((_BLOCK, T))
+    first = c * count // n_chunks
+    end = (c + 1) * count // n_chunks
+    for q0 in range(first, end, _BLOCK):
+        width = min(end, q0 + _BLOCK) - q0
+        load_tile_bytes(raw, itemsize, p0 + q0, width, T, tile)
+        for g in range(width):
+            p = p0 + q0 + g
+            n = compact_valid(tile[g], T, nodata, has_nodata, rows, y)
+            applies, fraction = _pretest_applies(y, n, k, h_param)
+            if applies:
+                pretest_p[p] = _pretest_pvalue(X, rows, y, n, fraction, Q, R, idx, beta, Pinv, w, table, table_h,
+                                               table_p)
+                tested[p] = True
+
+
+def pretest(raw, itemsize, nodata, has_nodata, X, h_param, p0, count, pretest_p) -> np.ndarray:
+    """:func:`pretest_pixels` of pixels ``p0 .. p0 + count - 1`` on numba's threads: their
+    p-values into ``pretest_p``; returns ``tested`` (all pixels, bool)."""
+    tested = np.zeros(pretest_p.shape[0], dtype=np.bool_)
+    run_tasks(pretest_pixels, task_count(-(-count // _BLOCK)), raw, itemsize, nodata, has_nodata, X, float(h_param),
+              MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, p0, count, pretest_p, tested)
+    return tested
+
+
+@jit()
+def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level, tested, p, rows,
+                   y, status, n_obs, h_obs, max_breaks, pretest_p):
+    """Compaction, the pre-test's verdict (``level > 0``: the p-values of
+    :func:`pretest_pixels`, where ``tested``) and the checks of pixel ``p`` before its
     programme: returns the number of breaks to consider (``M``), or -1 with the pixel's
     status set when it gets none."""
     k = X.shape[1]
@@ -61,19 +116,14 @@ def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_ask
         if abs(y[i]) > OVERFLOW_VALUE:
             status[p] = BfastLiteStatus.OVERFLOW
             return -1
-    fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
-    nh = int(math.floor(n * fraction))
-    # level None: no pre-test, and numba compiles none (``is None`` on an argument prunes the branch)
-    if level is not None:
-        if n > k and 1 <= nh < n:  # else R fails; the checks below flag it
-            pv = _pretest_pvalue(X, rows, y, n, fraction, Q, R, idx, beta, Pinv, w, table, table_h, table_p)
-            pretest_p[p] = pv
-            if math.isnan(pv):  # an exact fit: the test is undefined
-                status[p] = BfastLiteStatus.PERFECT_FIT
-                return -1
-            if pv > level:
-                status[p] = BfastLiteStatus.STABLE_BY_PRETEST
-                return -1
+    if level > 0.0 and tested[p]:
+        pv = pretest_p[p]
+        if math.isnan(pv):  # an exact fit: the test is undefined
+            status[p] = BfastLiteStatus.PERFECT_FIT
+            return -1
+        if pv > level:
+            status[p] = BfastLiteStatus.STABLE_BY_PRETEST
+            return -1
     h = int(math.floor(n * h_param)) if h_param < 1 else int(h_param)
     h_obs[p] = h
     if h <= k:
@@ -193,7 +243,7 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
 
 @jit(nogil=True)
 def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection,
-                 n_asked, max_cap, level, interval, table, table_h, table_p, block, max_m,
+                 n_asked, max_cap, level, tested, interval, block, max_m,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
                  magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale):
     """Blocks of pixels: each pixel's preparation; then, pixels in a row with the same
@@ -219,9 +269,9 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
     selection, n_asked, max_cap : int
         How the number of breaks is chosen (an index of ``SELECTIONS``), the number asked
         for (``"number"``), the cap on the breaks considered (0: none).
-    level : float or None
-        Pre-test level (None: no pre-test, none compiled); ``table``, ``table_h``, ``table_p``: strucchange's
-        OLS-MOSUM table, its bandwidths and p-values.
+    level : float; tested : bool (P,) or (0,)
+        Pre-test level (0: no pre-test) and the pixels it tested (:func:`pretest_pixels`,
+        their p-values in ``pretest_p``).
     interval : float
         Window of the RMSD/MAD/MD magnitudes (a fraction of ``n``, or observations).
     block : int
@@ -269,8 +319,7 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
         load_tile_bytes(raw, itemsize, p0, width, T, tile)
         for q in range(width):
             M[q] = _prepare_pixel(tile[q], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap,
-                                  level, table, table_h, table_p, p0 + q, rows[q], y[q], w, Q, R, idx, beta,
-                                  Pinv, status, n_obs, h_obs, max_breaks, pretest_p)
+                                  level, tested, p0 + q, rows[q], y[q], status, n_obs, h_obs, max_breaks, pretest_p)
             counts[q] = n_obs[p0 + q]
         q = 0
         while q < width:
@@ -313,13 +362,12 @@ def _fit_scratch(T, k):
 
 @jit(nogil=True)
 def prepare_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level,
-                   table, table_h, table_p, p0, count, status, n_obs, h_obs, max_breaks, pretest_p, M_out, rows, y):
+                   tested, p0, count, status, n_obs, h_obs, max_breaks, pretest_p, M_out, rows, y):
     """:func:`_prepare_pixel` of pixels ``p0 + q``, ``q`` in this task's share (``c`` of
     ``n_chunks``) of ``0..count-1``: their compacted rows and values to ``rows[q]``,
     ``y[q]``, the breaks to consider to ``M_out[q]`` (-1 with the status set: no
     programme). Arguments as :func:`_lite_kernel`."""
     T = raw.shape[0]
-    w, Q, R, idx, beta, Pinv = _fit_scratch(T, X.shape[1])
     tile = np.empty((_BLOCK, T))
     first = c * count // n_chunks
     end = (c + 1) * count // n_chunks
@@ -329,8 +377,7 @@ def prepare_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, s
         for g in range(width):
             q = q0 + g
             M_out[q] = _prepare_pixel(tile[g], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level,
-                                      table, table_h, table_p, p0 + q, rows[q], y[q], w, Q, R, idx, beta, Pinv,
-                                      status, n_obs, h_obs, max_breaks, pretest_p)
+                                      tested, p0 + q, rows[q], y[q], status, n_obs, h_obs, max_breaks, pretest_p)
 
 
 @jit(nogil=True)
@@ -383,11 +430,13 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     # the programmes of a block: (most_breaks + 1, T) floats and ints per pixel, 32 MiB at most
     block = max(1, min(_BLOCK, (32 << 20) // (16 * (most_breaks + 1) * n_times + 1)))
     n_chunks = memo_chunks(n_pixels, block)
+    tested = (pretest(raw, itemsize, nodata, has_nodata, design.matrix, plan.h, 0, n_pixels, out["pretest_p"])
+              if plan.level > 0 else np.zeros(0, dtype=np.bool_))
     run_tasks(
         _lite_kernel, n_chunks,
         raw, itemsize, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
-        plan.selection, plan.n_breaks_asked, plan.max_breaks, plan.level if plan.level > 0 else None, plan.interval,
-        MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P, block, most_breaks,
+        plan.selection, plan.n_breaks_asked, plan.max_breaks, float(plan.level), tested, plan.interval, block,
+        most_breaks,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
         out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale,

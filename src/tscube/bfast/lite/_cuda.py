@@ -50,9 +50,8 @@ from ... import config
 from ..._cuda_host import DEVICE_LOCK, chunk_items, on_simulator, require_cuda
 from ..._threads import run_tasks
 from ..core.bai_perron_cpu import START_REFITS, pixel_sums, start_segments
-from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.series_cpu import cube_bytes
-from ._cpu import finish_pixels, prepare_pixels, recursion_rows
+from ._cpu import finish_pixels, prepare_pixels, pretest, recursion_rows
 from .plan import LitePlan
 from .result import empty_lite_outputs
 
@@ -249,7 +248,7 @@ def _run_locked(cuda, values: np.ndarray, plan: LitePlan, out: dict, timings: di
     kernels = _kernels(cuda, k)
     raw, itemsize, nodata, has_nodata = cube_bytes(values, plan.nodata)  # one host kernel for every dtype
     trend_col = design.names.index("trend") if "trend" in design.names else -1
-    level = plan.level if plan.level > 0 else None
+    level = float(plan.level)  # 0: no pre-test
     chunk = chunk_items(cuda, n_pixels, _bytes_per_pixel(n_times, k, max_m))
     tpb = max(1, min(int(config.CUDA_THREADS_PER_BLOCK), MAX_BLOCK))
     threads = numba.get_num_threads()
@@ -297,10 +296,11 @@ def _chunk_on_device(cuda, kernels, d_X, raw, itemsize, nodata, has_nodata, leve
     rows = np.zeros((count, n_times), dtype=np.int64)
     y = np.zeros((count, n_times))
     M_of = np.empty(count, dtype=np.int64)
+    tested = (pretest(raw, itemsize, nodata, has_nodata, X, plan.h, p0, count, out["pretest_p"]) if level > 0
+              else np.zeros(0, dtype=np.bool_))
     run_tasks(prepare_pixels, min(threads, count), raw, itemsize, nodata, has_nodata, X, plan.h, plan.selection,
-              plan.n_breaks_asked, plan.max_breaks, level, MOSUM_PRETEST_TABLE, MOSUM_PRETEST_H, MOSUM_PRETEST_P,
-              p0, count, out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["pretest_p"], M_of,
-              rows, y)
+              plan.n_breaks_asked, plan.max_breaks, level, tested, p0, count, out["status"], out["n_obs"],
+              out["h_obs"], out["max_breaks"], out["pretest_p"], M_of, rows, y)
     active = np.flatnonzero(M_of >= 0)
     A = active.size
     clock.mark("prepare")
