@@ -201,17 +201,25 @@ def test_cpu_roc_lanes_exact_fits_with_gaps_equal_reference(nan_fraction):
         np.testing.assert_array_equal(cpu.status, reference.status)
 
 
-def test_cpu_roc_lanes_aliased_starts_equal_reference():
-    """Pixels whose latest history candidates are one date a year apart (equal harmonics:
-    the reversed recursion starts rank deficient for many rows, solved in order per lane)."""
-    cube = make_cube("demo", shape=(3, 20), n_dates=330, n_history=300, nan_fraction=0.0,
-                     noise=0.02, seed=1, dtype=np.float64)
+def _yearly_candidates_cube(nan_fraction, seed, aliased_rows):
+    """A 3 x 20-pixel cube of 330 dates (300 of history) whose ``aliased_rows`` keep only
+    one date a year in their last ten years of history (equal harmonics), and a shift in
+    five pixels' histories."""
+    cube = make_cube("demo", shape=(3, 20), n_dates=330, n_history=300, nan_fraction=nan_fraction,
+                     noise=0.02, seed=seed, dtype=np.float64)
     data = cube.data.copy()
     yearly = np.zeros(300, dtype=bool)
     yearly[300 - 23 * 10::23] = True
     sparse = np.arange(300) >= 300 - 23 * 10
-    data[:300][sparse & ~yearly, :2] = np.nan
+    data[:300][sparse & ~yearly, aliased_rows] = np.nan
     data[100:300, 0, :5] += 0.3
+    return cube, data
+
+
+def test_cpu_roc_lanes_aliased_starts_equal_reference():
+    """Pixels whose latest history candidates are one date a year apart (equal harmonics:
+    the reversed recursion starts rank deficient for many rows, solved in order per lane)."""
+    cube, data = _yearly_candidates_cube(0.0, 1, slice(0, 2))
     for order in (1, 3):
         kwargs = dict(data=data, dates=cube.dates, start=cube.dates[300], freq=23, order=order, history="ROC")
         assert_same_result(bfast_monitor(**kwargs, engine="cpu"), bfast_monitor(**kwargs, engine="reference"), rtol=1e-6)
@@ -223,14 +231,7 @@ def test_cpu_roc_pixels_left_to_the_per_pixel_loop_at_some_starts_equal_referenc
     those pixels' columns) for that start only, and the results are the reference's."""
     from tscube.bfast.monitor.history import _cpu as history_cpu
 
-    cube = make_cube("demo", shape=(3, 20), n_dates=330, n_history=300, nan_fraction=0.1,
-                     noise=0.02, seed=4, dtype=np.float64)
-    data = cube.data.copy()
-    yearly = np.zeros(300, dtype=bool)
-    yearly[300 - 23 * 10::23] = True
-    sparse = np.arange(300) >= 300 - 23 * 10
-    data[:300][sparse & ~yearly, 1:3] = np.nan
-    data[100:300, 0, :5] += 0.3
+    cube, data = _yearly_candidates_cube(0.1, 4, slice(1, 3))
     deferred = []
     per_pixel = history_cpu._per_pixel
     monkeypatch.setattr(history_cpu, "_per_pixel", lambda values, *args: deferred.append(values.shape[1])

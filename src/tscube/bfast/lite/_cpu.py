@@ -75,12 +75,9 @@ def pretest_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, t
     rows = np.empty(T, dtype=np.int64)
     y = np.empty(T)
     tile = np.empty((_BLOCK, T))
-    first = c * count // n_chunks
-    end = (c + 1) * count // n_chunks
+    first, end = c * count // n_chunks, (c + 1) * count // n_chunks
     for q0 in range(first, end, _BLOCK):
-        width = min(end, q0 + _BLOCK) - q0
-        load_tile_bytes(raw, itemsize, p0 + q0, width, T, tile)
-        for g in range(width):
+        for g in range(_load_share(raw, itemsize, p0, q0, end, tile)):
             p = p0 + q0 + g
             n = compact_valid(tile[g], T, nodata, has_nodata, rows, y)
             applies, fraction = _pretest_applies(y, n, k, h_param)
@@ -88,6 +85,15 @@ def pretest_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, t
                 pretest_p[p] = _pretest_pvalue(X, rows, y, n, fraction, Q, R, idx, beta, Pinv, w, table, table_h,
                                                table_p)
                 tested[p] = True
+
+
+@jit()
+def _load_share(raw, itemsize, p0, q0, end, tile):
+    """Load pixels ``p0 + q0 ..`` of a task's share (up to ``p0 + end``, at most
+    ``_BLOCK``) into ``tile``; returns how many."""
+    width = min(end, q0 + _BLOCK) - q0
+    load_tile_bytes(raw, itemsize, p0 + q0, width, raw.shape[0], tile)
+    return width
 
 
 def pretest(raw, itemsize, nodata, has_nodata, X, h_param, p0, count, pretest_p) -> np.ndarray:
@@ -369,12 +375,9 @@ def prepare_pixels(c, n_chunks, raw, itemsize, nodata, has_nodata, X, h_param, s
     programme). Arguments as :func:`_lite_kernel`."""
     T = raw.shape[0]
     tile = np.empty((_BLOCK, T))
-    first = c * count // n_chunks
-    end = (c + 1) * count // n_chunks
+    first, end = c * count // n_chunks, (c + 1) * count // n_chunks
     for q0 in range(first, end, _BLOCK):
-        width = min(end, q0 + _BLOCK) - q0
-        load_tile_bytes(raw, itemsize, p0 + q0, width, T, tile)
-        for g in range(width):
+        for g in range(_load_share(raw, itemsize, p0, q0, end, tile)):
             q = q0 + g
             M_out[q] = _prepare_pixel(tile[g], T, nodata, has_nodata, X, h_param, selection, n_asked, max_cap, level,
                                       tested, p0 + q, rows[q], y[q], status, n_obs, h_obs, max_breaks, pretest_p)
