@@ -46,16 +46,23 @@ def _pretest_pvalue(X, rows, y, n, fraction, Q, R, idx, beta, P, e, table, table
 
 
 @jit()
+def _overflows(y, n):
+    """Whether one of the ``n`` compacted values ``y`` is over ``OVERFLOW_VALUE``."""
+    for i in range(n):
+        if abs(y[i]) > OVERFLOW_VALUE:
+            return True
+    return False
+
+
+@jit()
 def _pretest_applies(y, n, k, h_param):
     """Whether R runs the OLS-MOSUM pre-test on a pixel of ``n`` compacted values ``y``, and
     its window's fraction of ``n``: some values, none over ``OVERFLOW_VALUE`` (those pixels
-    get their status first), ``n > k`` and a window of ``1 <= floor(n fraction) < n``
-    observations (else R fails, and the checks after it flag the pixel)."""
-    if n == 0:
+    get their status first, :func:`_prepare_pixel`), ``n > k`` and a window of
+    ``1 <= floor(n fraction) < n`` observations (else R fails, and the checks after it flag
+    the pixel)."""
+    if n == 0 or _overflows(y, n):
         return False, 0.0
-    for i in range(n):
-        if abs(y[i]) > OVERFLOW_VALUE:
-            return False, 0.0
     fraction = round(h_param) / n if h_param > 1 else h_param  # as lite.pretest_bandwidth
     nh = int(math.floor(n * fraction))
     return n > k and 1 <= nh < n, fraction
@@ -118,10 +125,9 @@ def _prepare_pixel(tile_row, T, nodata, has_nodata, X, h_param, selection, n_ask
     if n == 0:
         status[p] = BfastLiteStatus.ALL_MISSING
         return -1
-    for i in range(n):
-        if abs(y[i]) > OVERFLOW_VALUE:
-            status[p] = BfastLiteStatus.OVERFLOW
-            return -1
+    if _overflows(y, n):
+        status[p] = BfastLiteStatus.OVERFLOW
+        return -1
     if level > 0.0 and tested[p]:
         pv = pretest_p[p]
         if math.isnan(pv):  # an exact fit: the test is undefined

@@ -190,7 +190,7 @@ def simulate_statistics(designs: list[np.ndarray], n: int, h: float, cusum: bool
     basis = _orthonormal_basis(designs[0][:n] if history is None else history, n)
     front, lower = _history_reduction(basis, n, w, cusum)
     tail = n - front  # history rows whose errors are drawn (all of them when nothing reduces)
-    drawn = basis[front:]  # their rows in the orthonormal basis (every design's, to rounding)
+    drawn = basis[front:]  # their rows in the orthonormal basis (every design's, to rounding): tail of them
     extra = k if front else 0  # normals of the earlier history's part of the coefficients' error
     x = (n + np.arange(m) + 1.0) / n
     if cusum:
@@ -201,7 +201,7 @@ def simulate_statistics(designs: list[np.ndarray], n: int, h: float, cusum: bool
     # the date), residuals are errors less the fit: the process is the errors' sums less
     # the coefficients' error times the same sums of the design's rows. The errors' sums
     # are the same for every design; each design has its ``(m, k)`` sums of rows.
-    row_sums = [_process_sums(np.concatenate([drawn[:tail], Z[n:]]), tail, m, w, cusum) for Z in bases]
+    row_sums = [_process_sums(np.concatenate([drawn, Z[n:]]), tail, m, w, cusum) for Z in bases]
     rng = np.random.default_rng(seed)
     out = np.empty((len(designs), n_paths))
     chunk = int(np.clip(_CHUNK_VALUES // (extra + tail + m + 1), 16, 4096))
@@ -210,7 +210,7 @@ def simulate_statistics(designs: list[np.ndarray], n: int, h: float, cusum: bool
         draws = rng.standard_normal((count, extra + tail + m))
         errors = draws[:, extra:]  # the last history rows', then the monitoring rows'
         # the coefficients' error (orthonormal basis: Z_H' e_H) and the history's RSS
-        delta = errors[:, :tail] @ drawn[:tail]
+        delta = errors[:, :tail] @ drawn
         squares = np.einsum("ij,ij->i", errors[:, :tail], errors[:, :tail])
         if front:
             delta += draws[:, :extra] @ lower.T

@@ -229,7 +229,7 @@ def _gather_design(X8, rows, n_rows, Xc):
 
 
 @jit(error_model="numpy")
-def _exact_solves(S, i, k, width):
+def _exact_solves(S, i, k):
     """The exact solves of step ``i`` (the first fit, on ``k`` rows, and its refresh at
     2k), lane-parallel, taken by every lane that has row ``i``; a lane where a pivot says
     a column is aliased leaves the lanes for the per-pixel loop (R's in-order aliasing).
@@ -411,7 +411,6 @@ def _update_step(S):
         S[U(35 * W + q)] -= v * u7
 
 
-
 @jit(fastmath=CONTRACT, error_model="numpy", plain_args=True)
 def _fit_rss(S, Xc, yc, n_rows):
     """Residual sum of squares of each lane's candidates under its final coefficients, and
@@ -506,7 +505,7 @@ def _roc_block(tile, p0, width, s, stop, nodata, has_nodata, X, X8, level, rows,
     _add_eight_rows(S, Xc, yc, 0, k, k)
     for i in range(k, n_max):
         if i == k or i == 2 * k:  # the first fit and its refresh (the per-pixel loop's schedule)
-            _exact_solves(S, i, k, width)
+            _exact_solves(S, i, k)
             if i == k:  # the rows the refresh needs
                 _add_eight_rows(S, Xc, yc, k, 2 * k, k)
         _prime_step(S, Xc, i)
