@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     cube = make_cube(args.preset)
     # compile here: a kernel compiled in another process (compile_elsewhere) comes from the
     # cache, which keeps no object code to map
-    _cpu.compile_elsewhere = lambda kernel, arguments: False
+    _cpu.compile_elsewhere = lambda jobs: False
 
     def call():
         bfast_monitor(cube.data, cube.dates, cube.start, order=3, freq=23, history=args.history, engine="cpu")

@@ -8,6 +8,9 @@ import os
 # happen before numba is imported; it only affects numba.cuda, not the CPU kernels.
 if not os.environ.get("TSCUBE_TEST_REAL_CUDA"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+# a kernel whose callees compiled in another process are not those it calls fails its
+# call (tscube._jit.STRICT_ENV), in the warmup's processes too
+os.environ["TSCUBE_STRICT_COMPILE_JOBS"] = "1"
 
 import json
 import lzma
@@ -245,6 +248,8 @@ def pytest_configure(config):
     try:
         records = warmup(jobs=os.cpu_count())
     except Exception as error:  # noqa: BLE001 - see the docstring
+        if "StaleCompileJobs" in str(error):  # the kernel is cached now: no test would compile it again
+            pytest.exit(f"warmup: {error}", returncode=1)
         print(f"\nwarmup failed ({error}); the tests compile what they need", file=sys.stderr)
         return
     compiled = sum(record.compiled for record in records)

@@ -4,6 +4,7 @@ compiling a kernel in another process into numba's cache, and ``tscube warmup``.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -72,20 +73,20 @@ def test_a_kernel_compiled_in_another_process_is_loaded_from_the_cache(tmp_path)
     script = textwrap.dedent("""
         import numpy as np
         import kernels_here
-        from tscube._jit import _cache_state, compile_elsewhere, wait_compiled
+        from tscube._jit import _cache_state, compile_elsewhere, compile_jobs, wait_compiled
 
         x = np.ones(5)
         sig = (kernels_here.total.typeof_pyval(x),)
         assert _cache_state(kernels_here.total, sig) == "missing"
-        assert compile_elsewhere(kernels_here.total, (x,))
-        assert not compile_elsewhere(kernels_here.total, (x,))  # already under way
+        assert compile_elsewhere(compile_jobs(kernels_here.total, (x,)))
+        assert not compile_jobs(kernels_here.total, (x,))  # already under way
         wait_compiled(kernels_here.total)
         assert _cache_state(kernels_here.total, sig) == "disk"
         assert kernels_here.total(x) == 5.0
         assert sum(kernels_here.total.stats.cache_hits.values()) == 1
         assert not kernels_here.total.stats.cache_misses
         assert _cache_state(kernels_here.total, sig) == "memory"
-        assert not compile_elsewhere(kernels_here.total, (x,))
+        assert not compile_jobs(kernels_here.total, (x,))
         print("OK")
     """)
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
@@ -93,6 +94,114 @@ def test_a_kernel_compiled_in_another_process_is_loaded_from_the_cache(tmp_path)
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "OK"
+
+
+def test_arg_types_spells_numba_types_of_real_values():
+    """The notation of the callee tables (tscube._jit.arg_types) gives numba's types of
+    the arguments: scalars, C-contiguous and read-only arrays, literals, nested tuples."""
+    from numba import typeof, types
+
+    from tscube._jit import arg_types
+
+    readonly = np.zeros((2, 3), dtype=np.uint8)
+    readonly.flags.writeable = False
+    nested = (np.zeros(2), (np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=np.bool_)))
+    values = (np.zeros((2, 3, 4)), np.zeros(3, dtype=np.int64), readonly, np.zeros(2, dtype=np.int8), nested,
+              (np.zeros(1), np.zeros(2)))
+    assert arg_types("f8[3d] i8[1d] ro:u1[2d] i1[1d] (f8[1d] (i4[2d] b1[1d])) (f8[1d] f8[1d])") == tuple(
+        typeof(value) for value in values)
+    assert arg_types("f8 i8 i4 b1 =0 =-1") == (types.float64, types.int64, types.int32, types.boolean,
+                                                types.literal(0), types.literal(-1))
+    with pytest.raises(ValueError, match="unbalanced"):
+        arg_types("(f8 i8")
+
+
+_SPLIT_KERNELS = textwrap.dedent("""
+    from tscube._jit import jit
+
+    @jit(nogil=True)
+    def inner(x, scale):
+        s = 0.0
+        for v in x:
+            s += v * scale
+        return s
+
+    @jit(nogil=True)
+    def unused(x):
+        return x[0]
+
+    @jit(nogil=True)
+    def outer(task, n_tasks, x, out):
+        out[task] = inner(x, 2)
+""")
+
+
+@pytest.mark.parametrize("table, strict, expected", [
+    ('"f8[1d] =2"', False, "loaded"),  # the kernel's own types: the callee comes from the cache
+    ('"f8[1d] i8"', False, "compiled here"),  # a stale table costs time only
+    ('"f8[1d] i8"', True, "StaleCompileJobs: .*inner asked for"),  # ... or fails, under the tests' setting
+])
+def test_callees_compiled_elsewhere_are_loaded_by_the_kernels_compile(tmp_path, table, strict, expected):
+    """compile_jobs with a callee table: another process compiles the callees into the
+    cache while this one compiles the kernel, whose typing waits for them and loads them
+    (the first calls of BFAST Lite, BP and classic BFAST compile this way)."""
+    (tmp_path / "kernels_split.py").write_text(_SPLIT_KERNELS)
+    script = textwrap.dedent(f"""
+        import numpy as np
+        import kernels_split as k
+        from tscube import _jit
+        from tscube._threads import run_tasks
+
+        x, out = np.arange(5.0), np.zeros(1)
+        jobs = _jit.compile_jobs(k.outer, (0, 1, x, out), [(k.inner, _jit.arg_types({table}))])
+        assert [(job[0], job[2]) for job in jobs] == [(k.inner, k.outer)], jobs
+        assert _jit.compile_elsewhere(jobs)
+        assert not _jit.compile_elsewhere(jobs)  # already under way
+        try:
+            run_tasks(k.outer, 1, x, out)
+        except _jit.StaleCompileJobs as error:
+            print("StaleCompileJobs:", error)
+            raise SystemExit
+        assert out[0] == 20.0
+        assert not _jit._PENDING
+        assert sum(k.outer.stats.cache_misses.values()) == 1
+        print("loaded" if not k.inner.stats.cache_misses else "compiled here")
+        # compiled or cached now: nothing to do elsewhere
+        assert not _jit.compile_jobs(k.outer, (0, 1, x, out), [(k.inner, _jit.arg_types({table}))])
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TSCUBE_STRICT_COMPILE_JOBS", None)
+    if strict:
+        env["TSCUBE_STRICT_COMPILE_JOBS"] = "1"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.match(expected, done.stdout.strip()), done.stdout
+
+
+def test_a_callee_never_asked_for_is_a_stale_table(tmp_path):
+    """Under the tests' setting, a table naming a callee the kernel no longer calls fails
+    the call (it cost a process a compile nobody loads)."""
+    (tmp_path / "kernels_split.py").write_text(_SPLIT_KERNELS)
+    script = textwrap.dedent("""
+        import numpy as np
+        import kernels_split as k
+        from tscube import _jit
+        from tscube._threads import run_tasks
+
+        x, out = np.arange(5.0), np.zeros(1)
+        table = [(k.inner, _jit.arg_types("f8[1d] =2")), (k.unused, _jit.arg_types("f8[1d]"))]
+        assert _jit.compile_elsewhere(_jit.compile_jobs(k.outer, (0, 1, x, out), table))
+        try:
+            run_tasks(k.outer, 1, x, out)
+        except _jit.StaleCompileJobs as error:
+            print(error)
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), TSCUBE_STRICT_COMPILE_JOBS="1",
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "never asked for unused" in done.stdout
 
 
 @pytest.mark.parametrize("dtype, options", [
@@ -251,7 +360,7 @@ def test_compile_elsewhere_without_a_process_compiles_here(monkeypatch):
     monkeypatch.setattr(_jit, "_cache_state", lambda kernel, sig: "missing")
     monkeypatch.setattr(_jit.subprocess, "Popen", no_process)
     out = np.zeros(3)
-    assert not _jit.compile_elsewhere(kernel, (0, 1, out))
+    assert not _jit.compile_elsewhere(_jit.compile_jobs(kernel, (0, 1, out)))
     assert kernel not in _jit._PENDING
     run_tasks(kernel, 3, out)
     np.testing.assert_array_equal(out, [0.0, 1.0, 2.0])

@@ -42,9 +42,11 @@ from contextlib import contextmanager
 from functools import lru_cache, partial
 from pathlib import Path
 
+import numpy as np
 from numba import njit, types
 from numba.core import caching, event
 from numba.core.caching import _CacheLocator
+from numba.np import numpy_support
 
 try:
     import fcntl
@@ -78,8 +80,7 @@ def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: boo
 
     def decorator(func):
         dispatcher = decorate(func)
-        if plain_args:
-            dispatcher.get_call_template = partial(_plain_call_template, dispatcher)
+        dispatcher.get_call_template = partial(_call_template, dispatcher, plain_args)
         cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
         if type(cache_file) is caching.IndexDataCacheFile and fcntl is not None:
             cache_file.__class__ = LockedCacheFile
@@ -88,10 +89,16 @@ def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: boo
     return decorator
 
 
-def _plain_call_template(dispatcher, args, kws):
-    """``Dispatcher.get_call_template`` with literal argument types made plain."""
-    args = tuple(types.unliteral(arg) for arg in args)
-    kws = {name: types.unliteral(arg) for name, arg in kws.items()}
+def _call_template(dispatcher, plain_args, args, kws):
+    """``Dispatcher.get_call_template``, which a jitted caller's typing calls (and which
+    compiles the callee for those types): with literal argument types made plain for
+    ``plain_args``, and after waiting for the callee's compilation in another process
+    (:func:`compile_elsewhere`) when one is under way for those types."""
+    if plain_args:
+        args = tuple(types.unliteral(arg) for arg in args)
+        kws = {name: types.unliteral(arg) for name, arg in kws.items()}
+    if _PENDING:
+        _wait_for_callee(dispatcher, args, kws)
     return type(dispatcher).get_call_template(dispatcher, args, kws)
 
 
@@ -266,9 +273,32 @@ def compile_notice(echo):
             echo(line)
 
 
-#: Compilations running in other processes (:func:`compile_elsewhere`), by kernel.
+#: Compilations under way in other processes (:func:`compile_elsewhere`): dispatcher ->
+#: {argument types: :class:`_Job`}.
 _PENDING: dict = {}
 _PENDING_LOCK = threading.Lock()
+
+#: Set (the tests do): a kernel whose compile asked a callee compiled elsewhere for it for
+#: other types than its table names (so that it compiled that callee a second time), or
+#: never asked for one the table names, raises :class:`StaleCompileJobs` after its call
+#: (:func:`settle`). Unset, a stale table only costs the first call time.
+STRICT_ENV = "TSCUBE_STRICT_COMPILE_JOBS"
+
+
+class StaleCompileJobs(RuntimeError):
+    """A kernel's table of callees to compile elsewhere no longer names the argument types
+    the kernel calls them with (raised only under :data:`STRICT_ENV`)."""
+
+
+class _Job:
+    """One function's compilation for one signature in another process, done for the first
+    compile of ``owner`` here (the function itself, or a kernel that calls it)."""
+
+    def __init__(self, process: subprocess.Popen, owner) -> None:
+        self.process = process
+        self.owner = owner
+        self.asked = False
+        self.stale: list[str] = []  # the owner's compile asked for the function for other types
 
 
 def _cache_state(kernel, sig) -> str:
@@ -282,35 +312,112 @@ def _cache_state(kernel, sig) -> str:
         if not cache._enabled or not os.access(cache._cache_path, os.W_OK):
             return "unknown"
         key = cache._index_key(sig, kernel.targetctx.codegen())
-        return "disk" if key in cache._cache_file._load_index() else "missing"
+        data_name = cache._cache_file._load_index().get(key)
+        # numba writes the index before the data file (atomically): loadable once that exists
+        loadable = data_name is not None and os.path.exists(cache._cache_file._data_path(data_name))
+        return "disk" if loadable else "missing"
     except Exception:  # noqa: BLE001 - a numba without these internals: compile as usual
         return "unknown"
 
 
-def compile_elsewhere(kernel, args) -> bool:
-    """Start compiling ``kernel`` for the types of ``args`` in a new process, into numba's
-    on-disk cache, when this process has not compiled it and the cache does not hold it;
-    the caller meanwhile compiles or runs something else (numba compiles one function at
-    a time per process). :func:`wait_compiled` (which :func:`tscube._threads.run_tasks`
-    calls) waits for it, and the call then loads the kernel from the cache. Returns
-    whether a process was started."""
+def arg_types(spec: str) -> tuple:
+    """numba argument types from a compact ``spec``: space-separated tokens, each a NumPy
+    type code (``f8 i8 i4 i1 u1 b1``) for a scalar, the code and ``[Nd]`` for an
+    N-dimensional C-contiguous array (``f8[2d]``), ``ro:`` before it for a read-only one,
+    ``=N`` for the integer literal ``N`` (numba's type of a constant argument), and
+    tokens in parentheses for a tuple."""
+    stack = [[]]
+    for token in spec.replace("(", " ( ").replace(")", " ) ").split():
+        if token == "(":
+            stack.append([])
+        elif token == ")":
+            members = stack.pop()
+            stack[-1].append(types.Tuple(members))
+        elif token.startswith("="):
+            stack[-1].append(types.literal(int(token[1:])))
+        else:
+            readonly = token.startswith("ro:")
+            code, _, dims = token.removeprefix("ro:").partition("[")
+            scalar = numpy_support.from_dtype(np.dtype(code))
+            stack[-1].append(types.Array(scalar, int(dims.removesuffix("d]")), "C", readonly=readonly) if dims
+                             else scalar)
+    if len(stack) != 1:
+        raise ValueError(f"unbalanced parentheses in {spec!r}")
+    return tuple(stack[0])
+
+
+def compile_jobs(kernel, args, callees=()) -> list:
+    """What another process can compile for a first call of ``kernel`` on ``args``
+    (:func:`compile_elsewhere`'s jobs): nothing when this process or numba's cache has
+    the kernel (or caching is off); else the kernel itself, or, given ``callees`` (pairs
+    of a function the kernel calls and the argument types it calls it with, which this
+    process's compile of the kernel then loads from the cache), those of them that are
+    not cached.
+
+    A kernel links the machine code of its callees, so the callees a kernel's compile
+    spends most of its time in can be compiled by another process meanwhile: on two
+    cores, this process compiles the rest of the kernel while the other compiles them."""
     sig = tuple(kernel.typeof_pyval(arg) for arg in args)
+    if _cache_state(kernel, sig) != "missing" or sig in _PENDING.get(kernel, {}):
+        return []
+    if not callees:
+        return [(kernel, sig, kernel)]
+    return [(callee, tuple(callee_sig), kernel) for callee, callee_sig in callees
+            if _cache_state(callee, tuple(callee_sig)) == "missing"]
+
+
+def compile_elsewhere(jobs) -> bool:
+    """Start compiling ``jobs`` (:func:`compile_jobs`' ``(function, argument types,
+    owner)`` triples), in their order, in one new process, into numba's on-disk cache;
+    this process meanwhile compiles or runs something else (numba compiles one function
+    at a time per process). A kernel compiled elsewhere is waited for by
+    :func:`tscube._threads.run_tasks` (:func:`wait_compiled`), a callee by the typing of
+    the kernel that calls it; both then load it from the cache. Returns whether a
+    process was started."""
     with _PENDING_LOCK:
-        if kernel in _PENDING or _cache_state(kernel, sig) != "missing":
+        jobs = [(function, sig, owner) for function, sig, owner in jobs if sig not in _PENDING.get(function, {})]
+        if not jobs:
             return False
-        job = pickle.dumps((kernel.py_func.__module__, kernel.py_func.__qualname__, sig))
+        payload = pickle.dumps([(function.py_func.__module__, function.py_func.__qualname__, sig)
+                                for function, sig, _ in jobs])
         try:
             process = subprocess.Popen([sys.executable, "-c", "from tscube._jit import _compile_job; _compile_job()"],
                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError:  # no interpreter to start (an embedded Python): compile here as usual
             return False
         try:
-            process.stdin.write(job)
+            process.stdin.write(payload)
             process.stdin.close()
-        except OSError:  # the process died at once: the call compiles the kernel itself
+        except OSError:  # the process died at once: the call compiles its kernels itself
             pass
-        _PENDING[kernel] = process
+        for function, sig, owner in jobs:
+            _PENDING.setdefault(function, {})[sig] = _Job(process, owner)
         return True
+
+
+def _await(function, sig, job: _Job) -> None:
+    """Until ``function`` for ``sig`` is in the cache, or its process has ended (failed:
+    the caller then compiles it)."""
+    while job.process.poll() is None and _cache_state(function, sig) not in ("disk", "memory"):
+        time.sleep(0.02)
+
+
+def _wait_for_callee(function, args, kws) -> None:
+    """A jitted caller's typing asks ``function`` for ``args``: wait for its compilation
+    elsewhere, if under way for those types."""
+    jobs = _PENDING.get(function)
+    if not jobs:
+        return
+    _, folded = function._compiler.fold_argument_types(args, kws)
+    sig = tuple(folded)
+    job = jobs.get(sig)
+    if job is None:  # compiled here: the table that sent it elsewhere is stale (settle says so)
+        for other in jobs.values():
+            other.stale.append(f"{function.py_func.__qualname__} asked for {sig}, not {list(jobs)}")
+        return
+    if not job.asked:
+        job.asked = True
+        _await(function, sig, job)
 
 
 def wait_compiled(kernel) -> None:
@@ -319,18 +426,45 @@ def wait_compiled(kernel) -> None:
     if not _PENDING:
         return
     with _PENDING_LOCK:
-        process = _PENDING.pop(kernel, None)
-    if process is not None:
-        process.wait()
+        jobs = _PENDING.pop(kernel, {})
+    for sig, job in jobs.items():
+        _await(kernel, sig, job)
+
+
+def settle(kernel, checked: bool = True) -> None:
+    """After ``kernel``'s call: forget the callees compiled elsewhere for it. Under
+    :data:`STRICT_ENV` and ``checked``, raise :class:`StaleCompileJobs` when its compile
+    here asked one of them for other argument types, or asked for some of them and not
+    for the others."""
+    if not _PENDING:
+        return
+    with _PENDING_LOCK:
+        asked, unasked, stale = [], [], []
+        for function in list(_PENDING):
+            jobs = _PENDING[function]
+            for sig in [sig for sig, job in jobs.items() if job.owner is kernel]:
+                job = jobs.pop(sig)
+                (asked if job.asked else unasked).append(f"{function.py_func.__qualname__}{sig}")
+                stale += job.stale
+            if not jobs:
+                del _PENDING[function]
+    if checked and os.environ.get(STRICT_ENV) and (stale or asked and unasked):
+        never = [f"never asked for {name}" for name in unasked] if asked else []
+        raise StaleCompileJobs(f"the callees compiled elsewhere for {kernel.py_func.__qualname__} are not those it "
+                               f"calls: {'; '.join(sorted(set(stale)) + never)}; update its table")
 
 
 def _compile_job() -> None:
-    """In the process of :func:`compile_elsewhere`: compile the kernel, which numba saves
-    to its cache."""
+    """In the process of :func:`compile_elsewhere`: compile each function for its
+    signature, in order; numba saves each to its cache. A failed one is left to the
+    process that needs it."""
     import importlib
 
-    module, qualname, sig = pickle.loads(sys.stdin.buffer.read())
-    kernel = importlib.import_module(module)
-    for name in qualname.split("."):
-        kernel = getattr(kernel, name)
-    kernel.compile(sig)
+    for module, qualname, sig in pickle.loads(sys.stdin.buffer.read()):
+        try:
+            function = importlib.import_module(module)
+            for name in qualname.split("."):
+                function = getattr(function, name)
+            function.compile(sig)
+        except Exception:  # noqa: BLE001, S112 - the caller compiles it itself
+            continue

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numba
 
-from ._jit import wait_compiled
+from ._jit import settle, wait_compiled
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -48,6 +48,15 @@ def run_tasks(kernel, n_tasks: int, *args) -> None:
     every thread has stopped (no thread is left writing into the outputs)."""
     n_tasks = int(n_tasks)
     wait_compiled(kernel)  # being compiled in another process: load it from the cache once done
+    try:
+        _run(kernel, n_tasks, args)
+    except BaseException:
+        settle(kernel, checked=False)
+        raise
+    settle(kernel)  # its callees compiled in another process, if any, are loaded by now
+
+
+def _run(kernel, n_tasks: int, args: tuple) -> None:
     threads = min(numba.get_num_threads(), n_tasks)
     if threads <= 1:
         for task in range(n_tasks):

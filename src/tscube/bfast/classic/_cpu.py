@@ -26,10 +26,11 @@ import math
 
 import numpy as np
 
-from ..._jit import compile_elsewhere, jit
+from ..._jit import arg_types, compile_elsewhere, compile_jobs, jit
 from ..._threads import run_tasks
-from ..core.bai_perron_cpu import (breaks_of, dummy_partitions, fit_residuals, group_partitions, memo_chunks,
-                                   minus_2_loglik, qr_fit_in_order, replay_scratch, triangle_memo)
+from ..core.bai_perron_cpu import (MEMO_TYPES, PROGRAMME_CALLEES, REPLAY_CALLEE, REPLAY_SCRATCH_TYPES, breaks_of,
+                                   dummy_partitions, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
+                                   qr_fit_in_order, replay_scratch, triangle_memo)
 from ..core.inputs import invalid_mask
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.rules_cpu import pretest_pvalue
@@ -185,7 +186,7 @@ def _fit_segments(X, cycle, dummy, Xh, rows, y, n, breaks, m, scratch, e, gamma,
         _joint_harmonic_fit(Xh, rows, y, n, breaks, m, ones, w, Q, R, idx, beta, P, fitted)
 
 
-@jit()
+@jit(inline="always")
 def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, failed, width, h_frac, level, asked,
                 test, table, table_h, table_p, scratch, best, arg, buffers, breaks, confint, fitted, m_out, p_out):
     """One component's step (reference ``component_step``) for the active pixels of a
@@ -380,13 +381,14 @@ def _classic_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, start, Xt, X
             any_active = True
         it = 0
         while any_active and it < max_iter:
-            _block_step(Xt, no_cycle, no_columns, rows, y, seasonal, comp, n_obs, gap_free, active, failed, width,
-                        h_frac, level_t, asked_t, test, table, table_h, table_p, t_scratch, best, arg, buffers, tb, tci,
-                        trend, m_t, p_t)
-            if seasonal_model:
-                _block_step(Xs, cycle, Xh, rows, y, trend, comp, n_obs, gap_free, active, failed, width, h_frac,
-                            level_s, asked_s, test, table, table_h, table_p, s_scratch, best, arg, buffers, sb, sci,
-                            seasonal, m_s, p_s)
+            for step in range(2 if seasonal_model else 1):  # one call site: its code compiled once
+                on_trend = step == 0
+                _block_step(Xt if on_trend else Xs, no_cycle if on_trend else cycle, no_columns if on_trend else Xh,
+                            rows, y, seasonal if on_trend else trend, comp, n_obs, gap_free, active, failed, width,
+                            h_frac, level_t if on_trend else level_s, asked_t if on_trend else asked_s, test, table,
+                            table_h, table_p, t_scratch if on_trend else s_scratch, best, arg, buffers,
+                            tb if on_trend else sb, tci if on_trend else sci, trend if on_trend else seasonal,
+                            m_t if on_trend else m_s, p_t if on_trend else p_s)
             any_active = False
             for g in range(width):
                 if not active[g]:
@@ -455,6 +457,20 @@ def _classic_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, start, Xt, X
                 remainder_out[t, p] = y[g, i] - trend[g, i] - seasonal[g, i]
 
 
+#: What a first compile of :func:`_classic_kernel` has another process compile
+#: (:func:`tscube._jit.compile_jobs`) besides :data:`REPLAY_CALLEE`, in the order its
+#: typing reaches them.
+_KERNEL_CALLEES = (
+    (qr_fit_in_order, arg_types("f8[2d] i8[1d] f8[1d] i8 i8 i8 f8[2d] f8[2d] i8[1d] f8[1d] f8[2d]")),
+    (pretest_pvalue, arg_types("f8[1d] i8 i8 i8 f8 f8 i8 f8[2d] f8[1d] f8[1d]")),
+    (dummy_partitions, arg_types("i8[1d] i8 f8[2d] i8[1d] i8 i8 i8 f8[3d] i8[3d] =0 i8[1d] f8[2d] f8[2d]")),
+    *PROGRAMME_CALLEES,
+    (_fit_segments, arg_types(f"f8[2d] i8[1d] b1 f8[2d] i8[1d] f8[1d] i8 i8[1d] i8 (f8[2d] f8[2d] i8[1d] f8[1d] f8[2d] "
+                              f"f8[1d] f8[3d] f8[2d] f8[1d] f8[2d] {MEMO_TYPES} {REPLAY_SCRATCH_TYPES}) f8[1d] f8[1d] "
+                              "f8[2d] i8[1d] f8[1d] f8[1d] f8[2d] f8[1d]")),
+)
+
+
 def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict[str, np.ndarray]:
     """Engine entry point: ``values`` (T, P) -> the outputs of :func:`empty_classic_outputs`."""
     n_times, n_pixels = values.shape
@@ -484,8 +500,10 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
         out["trend_pretest_p"], out["n_season_breaks"], out["season_break_index"], out["season_confint"],
         out["season_pretest_p"], iter_trend, iter_season,
     ]
-    # a first call compiles the kernel in another process while this one builds the STL start
-    compile_elsewhere(_classic_kernel, [0, n_chunks, *args])
+    # a first call: two other processes compile the kernel's largest callees while this one
+    # compiles the STL start, then the rest of the kernel
+    compile_elsewhere(compile_jobs(_classic_kernel, (0, n_chunks, *args), (REPLAY_CALLEE,)))
+    compile_elsewhere(compile_jobs(_classic_kernel, (0, n_chunks, *args), _KERNEL_CALLEES))
     args[4], status = start_seasonal(values, invalid, plan.freq, "cpu")
     out["status"][:] = status
     out["n_obs"][:] = n_times - invalid.sum(axis=0)

@@ -35,7 +35,7 @@ import math
 import numba
 import numpy as np
 
-from ..._jit import jit
+from ..._jit import arg_types, jit
 from .ols import LM_FIT_TOL
 from .ols_cpu import add_normal_row, cholesky_in_place, cholesky_solve
 from .start_lanes_8_cpu import first_fits_lanes_8, full_rank_lanes_8, update_lanes_8
@@ -1535,3 +1535,36 @@ def dummy_partitions(cycle, n_seasons, Y, group, n, h, M, best, arg, lane, count
                 for g in range(G):
                     seg[j - i - h + 1, g] = within[g] + total[g] * total[g] * shift
         _programme_row(best, arg, M, n, h, lane, G, i, i + h - 1, seg, n - i - h + 1)
+
+
+#: The programme's callees that take longest to compile, with the argument types every
+#: kernel that runs the programme (BFAST Lite, ``history="BP"``, classic BFAST) calls
+#: them with, in the order its typing reaches them: a kernel's first compile has another
+#: process compile them into numba's cache meanwhile (:func:`tscube._jit.compile_jobs`;
+#: about 15 s of a 60-s compile on a 2-core machine, docs/performance.md). A kernel
+#: that calls them with other types compiles them itself (slower, never wrong); the
+#: tests run with :data:`tscube._jit.STRICT_ENV` set, which makes that an error.
+PROGRAMME_CALLEES = (
+    (_sums_fit, arg_types("f8[3d] i8 i8 f8[2d] f8[2d]")),
+    (last_segments, arg_types("f8[2d] i8[1d] f8[1d] f8 f8[2d] f8[2d] f8[1d] i8 i8 f8[1d] f8[1d] f8[1d] f8[1d] f8[1d] "
+                              "f8[2d] =0 b1")),
+    (full_rank_lanes_8, arg_types("f8[3d] i8 i8 f8 f8[1d]")),
+    (first_fits_lanes_8, arg_types("f8[3d] f8[2d] f8[1d] i8 i8 i8 f8 f8[1d]")),
+    (update_lanes_8, arg_types("f8[2d] i8[1d] f8[1d] f8 f8[2d] f8[1d] i8[1d] =0 i8 i8 f8[2d] f8[2d] i8[1d] b1")),
+    (sums_segments, arg_types("f8[2d] i8[1d] f8[1d] f8 f8[2d] f8[2d] f8[1d] i8 i8 i8 f8[1d] f8[1d] f8[1d] f8[1d] "
+                              "f8[2d] i8 b1")),
+    (update_lanes_8, arg_types("f8[2d] i8[1d] f8[1d] f8 f8[2d] f8[1d] i8[1d] i8 i8 i8 f8[2d] f8[2d] i8[1d] b1")),
+)
+
+#: :func:`triangle_memo`'s memo and :func:`replay_scratch`'s buffers, in the notation of
+#: :func:`tscube._jit.arg_types`.
+MEMO_TYPES = ("(i8[1d] i8[1d] f8[3d] i8[1d] f8[2d] f8[1d] (f8[3d] f8[2d] f8[2d] f8[1d] f8[2d] f8[2d] f8[2d]) "
+              "(f8[1d] f8[2d] i8[2d]))")
+REPLAY_SCRATCH_TYPES = "(f8[3d] f8[2d] f8[2d] f8[1d] f8[2d] f8[2d] f8[2d])"
+
+#: :func:`replay_partitions` as the kernels that group pixels with the same rows
+#: (:func:`group_partitions`: BFAST Lite, classic BFAST) call it; as
+#: :data:`PROGRAMME_CALLEES`.
+REPLAY_CALLEE = (replay_partitions,
+                 arg_types(f"f8[2d] i8[1d] f8[2d] i8[1d] i8 i8 i8 f8[3d] i8[3d] i8 {MEMO_TYPES} {REPLAY_SCRATCH_TYPES} "
+                           "f8[1d] f8[2d] f8[1d] f8[2d] f8[2d] i8[1d] f8[1d]"))

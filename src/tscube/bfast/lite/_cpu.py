@@ -13,11 +13,12 @@ import math
 
 import numpy as np
 
-from ..._jit import jit
+from ..._jit import arg_types, compile_elsewhere, compile_jobs, jit
 from ..._threads import run_tasks, task_count
 from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
-from ..core.bai_perron_cpu import (breaks_of, fit_in_order, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
-                                   qr_fit_in_order, recursion_segments, replay_scratch, same_rows, triangle_memo)
+from ..core.bai_perron_cpu import (PROGRAMME_CALLEES, breaks_of, fit_in_order, fit_residuals, group_partitions,
+                                   memo_chunks, minus_2_loglik, qr_fit_in_order, recursion_segments, replay_scratch,
+                                   same_rows, triangle_memo)
 from ..core.inputs import PERFECT_FIT_RTOL
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.rules_cpu import OLS_MOSUM, pretest_pvalue
@@ -339,7 +340,7 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
                 q += 1
                 continue
             n = counts[q]
-            h = h_obs[p0 + q]
+            h = np.int64(h_obs[p0 + q])  # the programme's callees take the types of every other kernel's call
             size = 0  # the group: pixels from q on with the same rows (others between skipped)
             e = q
             while e < width:
@@ -427,6 +428,15 @@ def finish_pixels(c, n_chunks, X, trend_raw, time, trend_col, selection, interva
                       magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale)
 
 
+#: What a first compile of :func:`_lite_kernel` has another process compile
+#: (:func:`tscube._jit.compile_jobs`): the programme's callees, then the pixel's fits.
+_KERNEL_CALLEES = PROGRAMME_CALLEES + (
+    (_finish_pixel, arg_types("f8[2d] f8[1d] f8[1d] i8 i8 f8 i8 i8[1d] f8[1d] i8 i8 f8[1d] i8[2d] f8[2d] f8[2d] i8[1d] "
+                              "f8[1d] f8[2d] i8[1d] i1[1d] i4[1d] i8[2d] f8[2d] f8[3d] f8[3d] f8[2d] f8[2d] f8[2d] "
+                              "f8 f8")),
+)
+
+
 def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     """Engine entry point: ``values`` (T, P) -> the outputs of :func:`empty_lite_outputs`."""
     _, n_pixels = values.shape
@@ -441,8 +451,7 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     n_chunks = memo_chunks(n_pixels, block)
     tested = (pretest(raw, itemsize, nodata, has_nodata, design.matrix, plan.h, 0, n_pixels, out["pretest_p"])
               if plan.level > 0 else np.zeros(0, dtype=np.bool_))
-    run_tasks(
-        _lite_kernel, n_chunks,
+    args = (
         raw, itemsize, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, float(plan.level), tested, plan.interval, block,
         most_breaks,
@@ -450,4 +459,7 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
         out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale,
     )
+    # a first call: another process compiles the largest callees while this one compiles the rest
+    compile_elsewhere(compile_jobs(_lite_kernel, (0, n_chunks, *args), _KERNEL_CALLEES))
+    run_tasks(_lite_kernel, n_chunks, *args)
     return out

@@ -45,13 +45,13 @@ import numba
 import numpy as np
 
 from ... import config
-from ..._jit import CONTRACT, compile_elsewhere, jit
+from ..._jit import CONTRACT, compile_elsewhere, compile_jobs, jit
 from ..._prefetch import prefetch_row
 from ..._threads import run_tasks, task_count
 from ..core.inputs import SINGULAR_PIVOT_TOL, kernel_nodata
 from ._cpu_pixel import (STATUS_ALL_MISSING, STATUS_NO_MONITORING, STATUS_OK, STATUS_PERFECT_FIT, STATUS_SINGULAR,
                          STATUS_TOO_FEW, mosum_tail)
-from .history import history_first
+from .history import history_compile_jobs, history_first
 from .plan import MonitorPlan
 from .result import empty_outputs
 from .status import flag_status
@@ -825,13 +825,16 @@ def compile_ahead(values: np.ndarray, plan: MonitorPlan) -> bool:
     """Have another process compile the monitoring kernel for ``values`` while this one
     selects the histories (ROC, BP) and calibrates, when neither this process nor numba's
     cache has it (:func:`tscube._jit.compile_elsewhere`): a first call then compiles the
-    two large kernels on two cores. Returns whether a process was started."""
-    if (config.CPU_BFAST_GRAM or DEFAULT_GRAM) == "fused" or not values.shape[1]:
-        return False
-    data_type = _monitor_simd_kernel.typeof_pyval(values)
-    if any(signature[2] == data_type for signature in _monitor_simd_kernel.signatures):
-        return False  # the cube's type decides the kernel's: compiled here already
-    return compile_elsewhere(_monitor_simd_kernel, _probe_arguments(values, plan))
+    two large kernels on two cores. For ``"BP"`` that process first compiles the
+    Bai–Perron programme's largest callees, which this process's compile of the history
+    kernel then loads. Returns whether a process was started."""
+    jobs = history_compile_jobs(values, plan)
+    if (config.CPU_BFAST_GRAM or DEFAULT_GRAM) != "fused" and values.shape[1]:
+        data_type = _monitor_simd_kernel.typeof_pyval(values)
+        # the cube's type decides the kernel's: compiled here already, or not yet
+        if not any(signature[2] == data_type for signature in _monitor_simd_kernel.signatures):
+            jobs += compile_jobs(_monitor_simd_kernel, _probe_arguments(values, plan))
+    return compile_elsewhere(jobs)
 
 
 def _probe_arguments(values: np.ndarray, plan: MonitorPlan) -> tuple:

@@ -8,7 +8,7 @@ a time (the reference engine's); :mod:`._cpu` in numba kernels over blocks of pi
 (:func:`history_first`, which the cpu and cuda engines and the near-real-time fit call).
 """
 
-from ._cpu import history_first
+from ._cpu import history_compile_jobs, history_first
 from ._reference import HISTORY_METHODS, ROC_LAMBDA_05, select
 
-__all__ = ["HISTORY_METHODS", "ROC_LAMBDA_05", "history_first", "select"]
+__all__ = ["HISTORY_METHODS", "ROC_LAMBDA_05", "history_compile_jobs", "history_first", "select"]

@@ -26,10 +26,10 @@ import math
 import numba
 import numpy as np
 
-from ...._jit import CONTRACT, jit
+from ...._jit import CONTRACT, compile_jobs, jit
 from ...._threads import run_tasks
-from ...core.bai_perron_cpu import (breaks_of, memo_chunks, minus_2_loglik, optimal_partitions, qr_fit_in_order,
-                                    recursive_residuals, triangle_memo)
+from ...core.bai_perron_cpu import (PROGRAMME_CALLEES, breaks_of, memo_chunks, minus_2_loglik, optimal_partitions,
+                                    qr_fit_in_order, recursive_residuals, triangle_memo)
 from ...core.inputs import PERFECT_FIT_RTOL
 from ...core.series_cpu import compact_valid, cube_bytes, load_tile_bytes, tile_buffer
 from ..plan import MonitorPlan
@@ -650,13 +650,28 @@ def history_first(values: np.ndarray, plan: MonitorPlan) -> tuple[np.ndarray, np
 
 def _per_pixel(values: np.ndarray, plan: MonitorPlan, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`history_first` one pixel at a time (:func:`_history_kernel`), into ``first``."""
-    n_pixels = values.shape[1]
-    flagged = np.zeros((plan.n_starts, n_pixels), dtype=np.bool_)
+    flagged = np.zeros((plan.n_starts, values.shape[1]), dtype=np.bool_)
+    run_tasks(_history_kernel, *_per_pixel_arguments(values, plan, first, flagged))
+    return first, flagged
+
+
+def _per_pixel_arguments(values: np.ndarray, plan: MonitorPlan, first: np.ndarray, flagged: np.ndarray) -> tuple:
+    """``n_tasks, *args`` of :func:`_history_kernel` over ``values``."""
     raw, itemsize, nodata, has_nodata = cube_bytes(values, plan.nodata)
     block = 16
-    run_tasks(
-        _history_kernel, memo_chunks(n_pixels, block), raw, itemsize, nodata, has_nodata,
-        plan.design.matrix, plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None,
-        block, first, flagged,
-    )
-    return first, flagged
+    return (memo_chunks(values.shape[1], block), raw, itemsize, nodata, has_nodata, plan.design.matrix,
+            plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None, block, first,
+            flagged)
+
+
+def history_compile_jobs(values: np.ndarray, plan: MonitorPlan) -> list:
+    """What another process can compile ahead of :func:`history_first` on ``values``
+    (:func:`tscube._jit.compile_jobs`): for ``"BP"``, when its kernel would compile here,
+    the Bai–Perron programme's largest callees (:data:`PROGRAMME_CALLEES`); nothing for
+    the other histories."""
+    if plan.history != "BP" or not values.shape[1]:
+        return []
+    one = values[:, :1]  # the argument types, not the sizes
+    n_tasks, *args = _per_pixel_arguments(one, plan, np.zeros((plan.n_starts, 1), dtype=np.int64),
+                                          np.zeros((plan.n_starts, 1), dtype=np.bool_))
+    return compile_jobs(_history_kernel, (0, n_tasks, *args), PROGRAMME_CALLEES)
