@@ -8,7 +8,7 @@ once (numba compiles or loads its cache), then takes the best of ``repeat`` time
 (or of the part a case times itself). Prints one JSON line per case: the best seconds of
 each tree over all rounds and new/base. Cases: BFAST Monitor ROC, "all" and BP on D2 (BP
 also on Peru(Small), whose short histories give segments under 3k rows),
-BFAST Lite on a cloudy cube, STL on cloudy series, k-means and a full-covariance Gaussian
+BFAST Lite and classic BFAST on cloudy cubes, STL on cloudy series, k-means and a full-covariance Gaussian
 mixture (fixed iterations), near-real-time updates in memory and of a saved state.
 """
 
@@ -54,6 +54,13 @@ CASES = {
         rng = np.random.default_rng(0)
         data = np.where(rng.random(data.shape) < 0.2, np.nan, data)
         run = lambda: tscube.bfast_lite(data, cube.dates, freq=23, engine="cpu")
+    """, 3),
+    "classic_cloudy": ("""
+        import numpy as np, tscube
+        from tscube.datasets import make_cube
+        cube = make_cube("demo", shape=(8, 32), seed=3)
+        data = cube.data.reshape(cube.data.shape[0], -1)
+        run = lambda: tscube.bfast_classic(data, cube.dates, freq=23, engine="cpu")
     """, 3),
     "stl_cloudy": ("""
         import numpy as np, tscube
