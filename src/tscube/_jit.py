@@ -277,6 +277,8 @@ def compile_notice(echo):
 #: {argument types: :class:`_Job`}.
 _PENDING: dict = {}
 _PENDING_LOCK = threading.Lock()
+#: Their processes, until they end (a process may outlive the jobs this one waited for).
+_RUNNING: list = []
 
 #: Set (the tests do): a kernel whose compile asked a callee compiled elsewhere for it for
 #: other types than its table names (so that it compiled that callee a second time), or
@@ -357,6 +359,8 @@ def compile_jobs(kernel, args, callees=()) -> list:
     A kernel links the machine code of its callees, so the callees a kernel's compile
     spends most of its time in can be compiled by another process meanwhile: on two
     cores, this process compiles the rest of the kernel while the other compiles them."""
+    if not hasattr(kernel, "typeof_pyval"):  # numba's jit disabled (NUMBA_DISABLE_JIT): nothing to compile
+        return []
     sig = tuple(kernel.typeof_pyval(arg) for arg in args)
     if _cache_state(kernel, sig) != "missing" or sig in _PENDING.get(kernel, {}):
         return []
@@ -392,6 +396,7 @@ def compile_elsewhere(jobs) -> bool:
             pass
         for function, sig, owner in jobs:
             _PENDING.setdefault(function, {})[sig] = _Job(process, owner)
+        _RUNNING[:] = [other for other in _RUNNING if other.poll() is None] + [process]  # reaps the ended
         return True
 
 
@@ -429,6 +434,18 @@ def wait_compiled(kernel) -> None:
         jobs = _PENDING.pop(kernel, {})
     for sig, job in jobs.items():
         _await(kernel, sig, job)
+    _let_end({job.process for job in jobs.values()})
+
+
+def _let_end(processes) -> None:
+    """Wait for those of ``processes`` with no job left to end (their interpreter's exit
+    would otherwise share the cores with the call's first run)."""
+    busy = {job.process for jobs in _PENDING.values() for job in jobs.values()}
+    for process in processes - busy:
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def settle(kernel, checked: bool = True) -> None:
@@ -439,15 +456,18 @@ def settle(kernel, checked: bool = True) -> None:
     if not _PENDING:
         return
     with _PENDING_LOCK:
-        asked, unasked, stale = [], [], []
+        asked, unasked, stale, done = [], [], [], []
         for function in list(_PENDING):
             jobs = _PENDING[function]
             for sig in [sig for sig, job in jobs.items() if job.owner is kernel]:
                 job = jobs.pop(sig)
+                done.append(job)
                 (asked if job.asked else unasked).append(f"{function.py_func.__qualname__}{sig}")
                 stale += job.stale
             if not jobs:
                 del _PENDING[function]
+        processes = {job.process for job in done}
+    _let_end(processes)
     if checked and os.environ.get(STRICT_ENV) and (stale or asked and unasked):
         never = [f"never asked for {name}" for name in unasked] if asked else []
         raise StaleCompileJobs(f"the callees compiled elsewhere for {kernel.py_func.__qualname__} are not those it "
