@@ -1,9 +1,10 @@
 """The numba decorator of every CPU kernel and helper: ``numba.njit`` with ``cache=True``
 and both flags that a callee would otherwise inherit, ``fastmath`` and ``error_model``,
 always set; the stamp of its cache, which covers the modules a kernel compiles in; cache
-writes under a file lock (:class:`LockedCacheFile`); compiling a kernel in another
-process while this one does other work (:func:`compile_elsewhere`); and the notice
-that numba is compiling (:func:`compile_notice`). docs/performance.md says what a first
+writes under a file lock (:class:`LockedCacheFile`); compiling a kernel, or a kernel's
+largest callees, in another process while this one does other work
+(:func:`compile_jobs`, :func:`compile_elsewhere`); and the notice that numba is
+compiling (:func:`compile_notice`). docs/performance.md says what a first
 call costs and why.
 
 numba compiles a function that leaves one of these flags unset with the value of the
