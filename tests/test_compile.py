@@ -97,8 +97,9 @@ def test_a_kernel_compiled_in_another_process_is_loaded_from_the_cache(tmp_path)
 
 
 def test_arg_types_spells_numba_types_of_real_values():
-    """The notation of the callee tables (tscube._jit.arg_types) gives numba's types of
-    the arguments: scalars, C-contiguous and read-only arrays, literals, nested tuples."""
+    """The callee tables' argument types (tscube._jit.arg_types, numba's signature
+    notation) are numba's types of the arguments: scalars, C-contiguous and read-only
+    arrays, literals, nested tuples."""
     from numba import typeof, types
 
     from tscube._jit import arg_types
@@ -108,12 +109,13 @@ def test_arg_types_spells_numba_types_of_real_values():
     nested = (np.zeros(2), (np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=np.bool_)))
     values = (np.zeros((2, 3, 4)), np.zeros(3, dtype=np.int64), readonly, np.zeros(2, dtype=np.int8), nested,
               (np.zeros(1), np.zeros(2)))
-    assert arg_types("f8[3d] i8[1d] ro:u1[2d] i1[1d] (f8[1d] (i4[2d] b1[1d])) (f8[1d] f8[1d])") == tuple(
+    assert arg_types('f8[:, :, ::1], i8[::1], Array(u1, 2, "C", readonly=True), i1[::1], '
+                     "Tuple((f8[::1], Tuple((i4[:, ::1], b1[::1])))), Tuple((f8[::1], f8[::1]))") == tuple(
         typeof(value) for value in values)
-    assert arg_types("f8 i8 i4 b1 =0 =-1") == (types.float64, types.int64, types.int32, types.boolean,
-                                                types.literal(0), types.literal(-1))
-    with pytest.raises(ValueError, match="unbalanced"):
-        arg_types("(f8 i8")
+    assert arg_types("f8, i8, i4, b1, literal(0), literal(-1)") == (types.float64, types.int64, types.int32,
+                                                                   types.boolean, types.literal(0), types.literal(-1))
+    with pytest.raises(SyntaxError):
+        arg_types("Tuple((f8, i8)")
 
 
 _SPLIT_KERNELS = textwrap.dedent("""
@@ -137,9 +139,9 @@ _SPLIT_KERNELS = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("table, strict, expected", [
-    ('"f8[1d] =2"', False, "loaded"),  # the kernel's own types: the callee comes from the cache
-    ('"f8[1d] i8"', False, "compiled here"),  # a stale table costs time only
-    ('"f8[1d] i8"', True, "StaleCompileJobs: .*inner asked for"),  # ... or fails, under the tests' setting
+    ('"f8[::1], literal(2)"', False, "loaded"),  # the kernel's own types: the callee comes from the cache
+    ('"f8[::1], i8"', False, "compiled here"),  # a stale table costs time only
+    ('"f8[::1], i8"', True, "StaleCompileJobs: .*inner asked for"),  # ... or fails, under the tests' setting
 ])
 def test_callees_compiled_elsewhere_are_loaded_by_the_kernels_compile(tmp_path, table, strict, expected):
     """compile_jobs with a callee table: another process compiles the callees into the
@@ -190,7 +192,7 @@ def test_a_callee_never_asked_for_is_a_stale_table(tmp_path):
         from tscube._threads import run_tasks
 
         x, out = np.arange(5.0), np.zeros(1)
-        table = [(k.inner, _jit.arg_types("f8[1d] =2")), (k.unused, _jit.arg_types("f8[1d]"))]
+        table = [(k.inner, _jit.arg_types("f8[::1], literal(2)")), (k.unused, _jit.arg_types("f8[::1]"))]
         assert _jit.compile_elsewhere(_jit.compile_jobs(k.outer, (0, 1, x, out), table))
         try:
             run_tasks(k.outer, 1, x, out)

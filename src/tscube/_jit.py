@@ -43,11 +43,9 @@ from contextlib import contextmanager
 from functools import lru_cache, partial
 from pathlib import Path
 
-import numpy as np
 from numba import njit, types
-from numba.core import caching, event
+from numba.core import caching, event, sigutils
 from numba.core.caching import _CacheLocator
-from numba.np import numpy_support
 
 try:
     import fcntl
@@ -324,29 +322,12 @@ def _cache_state(kernel, sig) -> str:
 
 
 def arg_types(spec: str) -> tuple:
-    """numba argument types from a compact ``spec``: space-separated tokens, each a NumPy
-    type code (``f8 i8 i4 i1 u1 b1``) for a scalar, the code and ``[Nd]`` for an
-    N-dimensional C-contiguous array (``f8[2d]``), ``ro:`` before it for a read-only one,
-    ``=N`` for the integer literal ``N`` (numba's type of a constant argument), and
-    tokens in parentheses for a tuple."""
-    stack = [[]]
-    for token in spec.replace("(", " ( ").replace(")", " ) ").split():
-        if token == "(":
-            stack.append([])
-        elif token == ")":
-            members = stack.pop()
-            stack[-1].append(types.Tuple(members))
-        elif token.startswith("="):
-            stack[-1].append(types.literal(int(token[1:])))
-        else:
-            readonly = token.startswith("ro:")
-            code, _, dims = token.removeprefix("ro:").partition("[")
-            scalar = numpy_support.from_dtype(np.dtype(code))
-            stack[-1].append(types.Array(scalar, int(dims.removesuffix("d]")), "C", readonly=readonly) if dims
-                             else scalar)
-    if len(stack) != 1:
-        raise ValueError(f"unbalanced parentheses in {spec!r}")
-    return tuple(stack[0])
+    """numba argument types from ``spec``, written as the arguments of a numba signature
+    string (``"f8[:, ::1], i8, literal(0), Tuple((f8[::1], i8[:, ::1]))"``; a read-only
+    array is ``Array(u1, 2, "C", readonly=True)``, numba's type of a constant argument
+    ``literal(N)``)."""
+    args, _ = sigutils.normalize_signature(f"({spec},)")
+    return tuple(args)
 
 
 def compile_jobs(kernel, args, callees=()) -> list:

@@ -461,13 +461,16 @@ def _classic_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, start, Xt, X
 #: (:func:`tscube._jit.compile_jobs`) besides :data:`REPLAY_CALLEE`, in the order its
 #: typing reaches them.
 _KERNEL_CALLEES = (
-    (qr_fit_in_order, arg_types("f8[2d] i8[1d] f8[1d] i8 i8 i8 f8[2d] f8[2d] i8[1d] f8[1d] f8[2d]")),
-    (pretest_pvalue, arg_types("f8[1d] i8 i8 i8 f8 f8 i8 f8[2d] f8[1d] f8[1d]")),
-    (dummy_partitions, arg_types("i8[1d] i8 f8[2d] i8[1d] i8 i8 i8 f8[3d] i8[3d] =0 i8[1d] f8[2d] f8[2d]")),
+    (qr_fit_in_order, arg_types("f8[:, ::1], i8[::1], f8[::1], i8, i8, i8, f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], "
+                                "f8[:, ::1]")),
+    (pretest_pvalue, arg_types("f8[::1], i8, i8, i8, f8, f8, i8, f8[:, ::1], f8[::1], f8[::1]")),
+    (dummy_partitions, arg_types("i8[::1], i8, f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], "
+                                 "literal(0), i8[::1], f8[:, ::1], f8[:, ::1]")),
     *PROGRAMME_CALLEES,
-    (_fit_segments, arg_types(f"f8[2d] i8[1d] b1 f8[2d] i8[1d] f8[1d] i8 i8[1d] i8 (f8[2d] f8[2d] i8[1d] f8[1d] f8[2d] "
-                              f"f8[1d] f8[3d] f8[2d] f8[1d] f8[2d] {MEMO_TYPES} {REPLAY_SCRATCH_TYPES}) f8[1d] f8[1d] "
-                              "f8[2d] i8[1d] f8[1d] f8[1d] f8[2d] f8[1d]")),
+    (_fit_segments, arg_types("f8[:, ::1], i8[::1], b1, f8[:, ::1], i8[::1], f8[::1], i8, i8[::1], i8, "
+                              "Tuple((f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], f8[::1], f8[:, :, ::1], "
+                              f"f8[:, ::1], f8[::1], f8[:, ::1], {MEMO_TYPES}, {REPLAY_SCRATCH_TYPES})), f8[::1], "
+                              "f8[::1], f8[:, ::1], i8[::1], f8[::1], f8[::1], f8[:, ::1], f8[::1]")),
 )
 
 

@@ -1545,26 +1545,29 @@ def dummy_partitions(cycle, n_seasons, Y, group, n, h, M, best, arg, lane, count
 #: that calls them with other types compiles them itself (slower, never wrong); the
 #: tests run with :data:`tscube._jit.STRICT_ENV` set, which makes that an error.
 PROGRAMME_CALLEES = (
-    (_sums_fit, arg_types("f8[3d] i8 i8 f8[2d] f8[2d]")),
-    (last_segments, arg_types("f8[2d] i8[1d] f8[1d] f8 f8[2d] f8[2d] f8[1d] i8 i8 f8[1d] f8[1d] f8[1d] f8[1d] f8[1d] "
-                              "f8[2d] =0 b1")),
-    (full_rank_lanes_8, arg_types("f8[3d] i8 i8 f8 f8[1d]")),
-    (first_fits_lanes_8, arg_types("f8[3d] f8[2d] f8[1d] i8 i8 i8 f8 f8[1d]")),
-    (update_lanes_8, arg_types("f8[2d] i8[1d] f8[1d] f8 f8[2d] f8[1d] i8[1d] =0 i8 i8 f8[2d] f8[2d] i8[1d] b1")),
-    (sums_segments, arg_types("f8[2d] i8[1d] f8[1d] f8 f8[2d] f8[2d] f8[1d] i8 i8 i8 f8[1d] f8[1d] f8[1d] f8[1d] "
-                              "f8[2d] i8 b1")),
-    (update_lanes_8, arg_types("f8[2d] i8[1d] f8[1d] f8 f8[2d] f8[1d] i8[1d] i8 i8 i8 f8[2d] f8[2d] i8[1d] b1")),
+    (_sums_fit, arg_types("f8[:, :, ::1], i8, i8, f8[:, ::1], f8[:, ::1]")),
+    (last_segments, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, f8[::1], "
+                              "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], literal(0), b1")),
+    (full_rank_lanes_8, arg_types("f8[:, :, ::1], i8, i8, f8, f8[::1]")),
+    (first_fits_lanes_8, arg_types("f8[:, :, ::1], f8[:, ::1], f8[::1], i8, i8, i8, f8, f8[::1]")),
+    (update_lanes_8, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[::1], i8[::1], literal(0), i8, i8, "
+                               "f8[:, ::1], f8[:, ::1], i8[::1], b1")),
+    (sums_segments, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, i8, f8[::1], "
+                              "f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
+    (update_lanes_8, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[::1], i8[::1], i8, i8, i8, "
+                               "f8[:, ::1], f8[:, ::1], i8[::1], b1")),
 )
 
-#: :func:`triangle_memo`'s memo and :func:`replay_scratch`'s buffers, in the notation of
+#: :func:`replay_scratch`'s buffers and :func:`triangle_memo`'s memo, in the notation of
 #: :func:`tscube._jit.arg_types`.
-MEMO_TYPES = ("(i8[1d] i8[1d] f8[3d] i8[1d] f8[2d] f8[1d] (f8[3d] f8[2d] f8[2d] f8[1d] f8[2d] f8[2d] f8[2d]) "
-              "(f8[1d] f8[2d] i8[2d]))")
-REPLAY_SCRATCH_TYPES = "(f8[3d] f8[2d] f8[2d] f8[1d] f8[2d] f8[2d] f8[2d])"
+REPLAY_SCRATCH_TYPES = "Tuple((f8[:, :, ::1], f8[:, ::1], f8[:, ::1], f8[::1], f8[:, ::1], f8[:, ::1], f8[:, ::1]))"
+MEMO_TYPES = (f"Tuple((i8[::1], i8[::1], f8[:, :, ::1], i8[::1], f8[:, ::1], f8[::1], {REPLAY_SCRATCH_TYPES}, "
+              "Tuple((f8[::1], f8[:, ::1], i8[:, ::1]))))")
 
 #: :func:`replay_partitions` as the kernels that group pixels with the same rows
 #: (:func:`group_partitions`: BFAST Lite, classic BFAST) call it; as
 #: :data:`PROGRAMME_CALLEES`.
 REPLAY_CALLEE = (replay_partitions,
-                 arg_types(f"f8[2d] i8[1d] f8[2d] i8[1d] i8 i8 i8 f8[3d] i8[3d] i8 {MEMO_TYPES} {REPLAY_SCRATCH_TYPES} "
-                           "f8[1d] f8[2d] f8[1d] f8[2d] f8[2d] i8[1d] f8[1d]"))
+                 arg_types(f"f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], i8, "
+                           f"{MEMO_TYPES}, {REPLAY_SCRATCH_TYPES}, f8[::1], f8[:, ::1], f8[::1], f8[:, ::1], "
+                           "f8[:, ::1], i8[::1], f8[::1]"))

@@ -431,9 +431,10 @@ def finish_pixels(c, n_chunks, X, trend_raw, time, trend_col, selection, interva
 #: What a first compile of :func:`_lite_kernel` has another process compile
 #: (:func:`tscube._jit.compile_jobs`): the programme's callees, then the pixel's fits.
 _KERNEL_CALLEES = PROGRAMME_CALLEES + (
-    (_finish_pixel, arg_types("f8[2d] f8[1d] f8[1d] i8 i8 f8 i8 i8[1d] f8[1d] i8 i8 f8[1d] i8[2d] f8[2d] f8[2d] i8[1d] "
-                              "f8[1d] f8[2d] i8[1d] i1[1d] i4[1d] i8[2d] f8[2d] f8[3d] f8[3d] f8[2d] f8[2d] f8[2d] "
-                              "f8 f8")),
+    (_finish_pixel, arg_types("f8[:, ::1], f8[::1], f8[::1], i8, i8, f8, i8, i8[::1], f8[::1], i8, i8, f8[::1], "
+                              "i8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], i8[::1], i1[::1], "
+                              "i4[::1], i8[:, ::1], f8[:, ::1], f8[:, :, ::1], f8[:, :, ::1], f8[:, ::1], f8[:, ::1], "
+                              "f8[:, ::1], f8, f8")),
 )
 
 
