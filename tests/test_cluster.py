@@ -3,6 +3,7 @@ recovery of planted mixtures, streaming (dask/xarray) input and bad input."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -232,7 +233,30 @@ def test_rows_with_nan_are_ignored_in_fit_and_flagged_in_predict(mixture):
     assert np.all(np.isnan(proba[[3, 9]])) and np.allclose(proba[0].sum(), 1.0)
     assert np.isnan(a.score_samples(dirty)[50])
     km = KMeans(4, init=X[:4], engine="cpu").fit(dirty)
-    assert km.labels_[700] == -1 and km.labels_[0] >= 0
+    np.testing.assert_array_equal(km.labels_, km.predict(dirty))
+    assert np.sum(km.labels_ == -1) == 4 and km.labels_[700] == -1
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_finite_rows_and_moments_are_numpy_s(order):
+    """The input passes of every fit (parallel kernels: rows split over tasks and
+    blocks) give NumPy's finite-row mask, and the features' mean and variance to
+    rounding, on data far from the origin and in either memory order."""
+    from tscube.cluster._rows import _ROW_BLOCK, column_moments, finite_rows
+
+    rng = np.random.default_rng(3)
+    X = np.asarray(rng.normal(1e6, [1.0, 1e-3, 50.0], (5 * _ROW_BLOCK + 17, 3)), order=order)
+    dirty = X.copy(order=order)
+    dirty[[0, 4096, 9000, X.shape[0] - 1], [0, 1, 2, 1]] = [np.nan, np.inf, -np.inf, np.nan]
+    np.testing.assert_array_equal(finite_rows(dirty), np.isfinite(dirty).all(axis=1))
+    assert finite_rows(X).all() and finite_rows(np.arange(6).reshape(3, 2)).all()
+    n, mean, m2 = column_moments(X)
+    assert n == X.shape[0]
+    exact_mean = np.array([math.fsum(column) / n for column in X.T])  # NumPy's is 1e-15 off
+    np.testing.assert_allclose(mean, exact_mean, rtol=4e-16)
+    np.testing.assert_allclose(m2 / n, X.var(axis=0), rtol=1e-9)
+    assert column_moments(np.ones((1, 2)))[2].tolist() == [0.0, 0.0]
+    assert column_moments(np.empty((0, 2)))[0] == 0
 
 
 def test_all_nan_input_is_rejected():

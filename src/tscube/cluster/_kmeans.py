@@ -116,7 +116,8 @@ class KMeans(EstimatorChecks, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 f"finite features ({samples.n_samples})"
             )
         rng = np.random.default_rng(self.random_state)
-        scaled_tol = tol * float(np.mean(samples.moments()[1]))
+        # scikit-learn's tolerance: tol × the features' mean variance (none for tol 0)
+        scaled_tol = tol * float(np.mean(samples.moments()[1])) if tol > 0 else 0.0
         best = None
         for _ in range(self._n_runs()):
             run = lloyd(samples, self._initial_centers(samples, rng), max_iter, scaled_tol)
@@ -130,7 +131,7 @@ class KMeans(EstimatorChecks, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.n_features_in_ = samples.n_features
         if labels is not None:  # in-memory input; xarray input gets a label map
             self.labels_ = (self.predict(X) if type(X).__module__.startswith("xarray")
-                            else _scatter_labels(X, labels, self.feature_dim))
+                            else samples.at_rows(labels, -1))
         if np.any(counts == 0):
             warnings.warn(f"{int(np.sum(counts == 0))} of {n_clusters} clusters are empty",
                           RuntimeWarning, stacklevel=2)
@@ -242,12 +243,3 @@ def relocate_empty_clusters(X, centers, labels, counts, sums):
         sums[cluster] = X[sample]
         counts[cluster] = 1
 
-
-def _scatter_labels(X, labels, feature_dim):
-    """Put the labels of the finite rows back at their places (-1 elsewhere)."""
-    from ._streaming import as_sample_matrix, finite_rows
-
-    matrix = np.asarray(as_sample_matrix(X, feature_dim), dtype=np.float64)
-    out = np.full(matrix.shape[0], -1, dtype=np.int64)
-    out[finite_rows(matrix)] = labels
-    return out

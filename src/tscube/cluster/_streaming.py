@@ -21,6 +21,8 @@ import threading
 
 import numpy as np
 
+from ._rows import column_moments, finite_rows
+
 
 def _is_dask(array):
     return type(array).__module__.split(".")[0] == "dask"
@@ -92,11 +94,6 @@ def n_features_of(X, feature_dim="band"):
     return as_sample_matrix(X, feature_dim).shape[1]
 
 
-def finite_rows(X):
-    """Boolean mask of rows whose features are all finite."""
-    return np.all(np.isfinite(X), axis=1)
-
-
 class InMemorySamples:
     """Finite rows of a NumPy array, prepared once for the engine."""
 
@@ -105,13 +102,28 @@ class InMemorySamples:
         keep = finite_rows(X)
         self.engine = engine
         self.n_features = X.shape[1]
-        self.host = np.ascontiguousarray(X[keep] if not keep.all() else X)
+        self.n_rows = X.shape[0]
+        self._kept = None if keep.all() else keep
+        self.host = np.ascontiguousarray(X if self._kept is None else X[keep])
         self.n_samples = self.host.shape[0]
         self.data = engine.prepare(self.host)
+        self._moments = None
 
     def moments(self):
-        """Per-feature mean and variance of the finite rows."""
-        return self.host.mean(axis=0), self.host.var(axis=0)
+        """Per-feature mean and variance of the finite rows (computed once)."""
+        if self._moments is None:
+            n, mean, m2 = column_moments(self.host)
+            self._moments = mean, m2 / n
+        return self._moments
+
+    def at_rows(self, values, fill):
+        """``values`` of the finite rows put back at their rows of the input, ``fill``
+        at the others."""
+        if self._kept is None:
+            return values
+        out = np.full((self.n_rows,) + values.shape[1:], fill, dtype=values.dtype)
+        out[self._kept] = values
+        return out
 
     def subsample(self, n, rng):
         if n >= self.n_samples:
@@ -127,12 +139,7 @@ class InMemorySamples:
 
 def _chunk_moments(block):
     block = np.asarray(block, dtype=np.float64)
-    block = block[finite_rows(block)]
-    n = block.shape[0]
-    if n == 0:
-        return 0, np.zeros(block.shape[1]), np.zeros(block.shape[1])
-    mean = block.mean(axis=0)
-    return n, mean, ((block - mean) ** 2).sum(axis=0)
+    return column_moments(block[finite_rows(block)])
 
 
 def _chunk_subsample(block, fraction, seed):
