@@ -31,7 +31,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tscube"
 LAYERS = {
     "": {
         # 1. foundations: know no algorithm and no xarray
-        "config": 1, "engines": 1, "timeaxis": 1, "_prefetch": 1, "_cuda_host": 1, "_kernel_io": 1,
+        "config": 1, "engines": 1, "timeaxis": 1, "_prefetch": 1, "_simd": 1, "_cuda_host": 1, "_kernel_io": 1,
         "_jit": 1, "_threads": 1, "_numbers": 1, "parallel": 1, "datasets": 1,
         # 2. generic machinery that knows no algorithm
         "xarray_blocks": 2, "io": 2, "stac": 2, "runs": 2, "figures": 2,

@@ -19,6 +19,7 @@ from tscube import config
 
 from .._jit import CONTRACT, jit
 from .._prefetch import prefetch_row
+from .._simd import TRANSPOSE_WIDTH, add_row, transpose_scaled
 from .._threads import run_tasks, task_count
 from ._common import nearest_centre
 from ._reference import LOG_2PI, prepare  # noqa: F401  (same preparation)
@@ -173,6 +174,13 @@ KMEANS_MARGIN = 8.0
 _KMEANS_AHEAD = 1024
 
 
+#: Sets of counts and sums the kernel adds a tile's samples to, in turn: a sample's
+#: load, add and store of its centre's sums waited for the previous sample's store
+#: whenever the two shared a centre (and the processor, unable to tell in advance, often
+#: waited anyway): the adds took half the kernel.
+_KMEANS_COPIES = 4
+
+
 def _score_frame(centers):
     """Origin ``o`` and power-of-two scale ``s`` of the frame in which the kernel scores:
     ``x' = (x − o) s`` and ``c' = (c − o) s`` have the same nearest centres as ``x`` and
@@ -267,7 +275,7 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
     needs).
     """
     n_feat = len(features)
-    n_samples, n_columns = X.shape
+    n_samples = X.shape[0]
     n_clusters = centers.shape[0]
     c2 = np.empty((n_clusters, n_feat), dtype=np.float32)
     cn = np.empty(n_clusters, dtype=np.float32)
@@ -280,15 +288,16 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
         cn[k] = np.float32(norm)
     largest_cn = cn.max()
     margin = np.float32(KMEANS_MARGIN * (n_feat + 3) * np.finfo(np.float32).eps)
-    sse = np.empty(n_clusters)
-    counts = np.empty(n_clusters)
-    sums = np.empty((n_clusters, n_feat))
+    # _KMEANS_COPIES sets of counts and sums (SSE), sample i adding to set i % copies
+    sse = np.empty(_KMEANS_COPIES * n_clusters)
+    counts = np.empty(_KMEANS_COPIES * n_clusters)
+    sums = np.empty((_KMEANS_COPIES * n_clusters, n_feat))
     xt = np.empty((n_feat, KMEANS_TILE), dtype=np.float32)
     best = np.empty(KMEANS_TILE, dtype=np.float32)
     second = np.empty(KMEANS_TILE, dtype=np.float32)
     best_k = np.empty(KMEANS_TILE, dtype=np.uint32)  # unsigned: no wraparound code
     for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
-        for k in range(n_clusters):
+        for k in range(_KMEANS_COPIES * n_clusters):
             sse[k] = 0.0
             counts[k] = 0.0
             for j in range(n_feat):
@@ -296,10 +305,14 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
         stop = min((b + 1) * block, n_samples)
         for t0 in range(b * block, stop, KMEANS_TILE):
             m = min(KMEANS_TILE, stop - t0)
-            # row by row: each sample's features are one contiguous load; column by column
-            # (a load per cache line and feature) took twice as long, a third of the kernel
+            # eight samples at a time, each row one vector load, each feature one vector
+            # store (_simd.py); the rest one element at a time
+            whole = m - m % TRANSPOSE_WIDTH
             for i in range(m):
                 prefetch_row(X, min(t0 + i + _KMEANS_AHEAD, n_samples - 1), 0)
+            for i in range(0, whole, TRANSPOSE_WIDTH):
+                transpose_scaled(xt, i, X, t0 + i, origin, scale, features)
+            for i in range(whole, m):
                 for j in range(n_feat):
                     xt[j, i] = np.float32((X[t0 + i, j] - origin[j]) * scale)
             _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat)
@@ -319,23 +332,27 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
                         best_k[i] = _nearest_centre(X, t0 + i, centers)[0]
             for i in range(m):
                 kk = best_k[i]
-                counts[kk] += 1.0
-                # a run-time trip count: one SIMD add of the row, which the unrolled
-                # compile-time loop did not get (benchmarks/README.md, k-means)
-                for j in range(n_columns):
-                    sums[kk, j] += X[t0 + i, j]
+                slot = (i % _KMEANS_COPIES) * n_clusters + kk
+                counts[slot] += 1.0
+                add_row(sums, slot, X, t0 + i, features)  # one vector add (_simd.py)
                 if not sums_only:
                     labels[t0 + i] = kk
                     dist = 0.0
                     for j in range(n_feat):
                         d = X[t0 + i, j] - centers[kk, j]
                         dist += d * d
-                    sse[kk] += dist
+                    sse[slot] += dist
         for k in range(n_clusters):  # element copies: a row assignment compiles numba's error formatting
-            out_sse[b, k] = sse[k]
-            out_counts[b, k] = counts[k]
+            out_sse[b, k] = 0.0
+            out_counts[b, k] = 0.0
             for j in range(n_feat):
-                out_sums[b, k, j] = sums[k, j]
+                out_sums[b, k, j] = 0.0
+            for copy in range(_KMEANS_COPIES):  # in a fixed order: sums independent of the threads
+                slot = copy * n_clusters + k
+                out_sse[b, k] += sse[slot]
+                out_counts[b, k] += counts[slot]
+                for j in range(n_feat):
+                    out_sums[b, k, j] += sums[slot, j]
 
 
 def _kernel_precisions(precisions_cholesky, covariance_type):
