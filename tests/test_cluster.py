@@ -237,6 +237,23 @@ def test_rows_with_nan_are_ignored_in_fit_and_flagged_in_predict(mixture):
     assert np.sum(km.labels_ == -1) == 4 and km.labels_[700] == -1
 
 
+@pytest.mark.parametrize("n_features", [1, 3, 8, 32, 33, 40])
+def test_cpu_kmeans_statistics_equal_the_reference_on_both_sides_of_the_vector_limit(n_features):
+    """Up to _cpu._SIMD_FEATURES features the k-means kernel transposes and sums with
+    vector intrinsics, beyond with loops: the same labels, counts and (to rounding) sums
+    and SSE as the reference, tiles with and without a remainder of eight."""
+    rng = np.random.default_rng(n_features)
+    X = rng.normal(size=(3 * config.CLUSTER_BLOCK_SAMPLES + 77, n_features)) * 10 + 5e3
+    centers = X[rng.choice(X.shape[0], 6, replace=False)]
+    labels, sse, counts, sums = _cpu.kmeans_statistics(X, centers)
+    ref_labels, ref_sse, ref_counts, ref_sums = _reference.kmeans_statistics(_reference.prepare(X), centers)
+    np.testing.assert_array_equal(labels, ref_labels)
+    np.testing.assert_array_equal(counts, ref_counts)
+    np.testing.assert_allclose(sums, ref_sums, rtol=1e-13)
+    np.testing.assert_allclose(sse, ref_sse, rtol=1e-11)
+    assert _cpu.kmeans_statistics(X, centers, sums_only=True)[3].tolist() == sums.tolist()
+
+
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_finite_rows_and_moments_are_numpy_s(order):
     """The input passes of every fit (parallel kernels: rows split over tasks and
