@@ -160,9 +160,11 @@ KMEANS_TILE = 64
 #: than ``KMEANS_MARGIN × (D + 3) × eps32 × (‖x'‖² + max_k ‖c'_k‖²)``, is re-assigned with
 #: exact float64 distances. The scores are float32 sums over the shifted and scaled data
 #: ``x' = (x − o) s`` and centres ``c'`` (see :func:`_score_frame`): rounding ``x'``,
-#: ``−2c'`` and ``‖c'‖²`` to float32 and the ``D`` fused multiply-adds of a score leave
-#: an error below ``(D + 2.1) u (2‖c'‖² + ‖x'‖²)`` (``u = eps32 / 2``; ``2|x'·c'| ≤
-#: ‖x'‖² + ‖c'‖²``), so the two scores compared err by less than
+#: ``−2c'`` and ``‖c'‖²`` to float32 and the ``D`` fused multiply-adds of a score (in two
+#: chains, even and odd features, added at the end: no term goes through more roundings
+#: than in one chain) leave an error below ``(D + 2.1) u (2‖c'‖² + ‖x'‖²)``
+#: (``u = eps32 / 2``; ``2|x'·c'| ≤ ‖x'‖² + ‖c'‖²``), so the two scores compared err by
+#: less than
 #: ``2 (D + 2.1) eps32 (‖x'‖² + max ‖c'‖²)``; the exact distances' float64 rounding is
 #: ~1e-9 of that. 8 is a safety factor of about 4 over the sum, which also covers the
 #: float32 rounding of the test itself.
@@ -271,6 +273,8 @@ def _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat):
     # without it (AVX2) every lane goes through scalar conversions (the loop 3x slower).
     # Centres in pairs: a sample's running values are loaded and stored once per pair (four
     # per pass scored no faster on AVX2 or AVX-512, eight did not vectorise).
+    # Each score in two chains of multiply-adds (even and odd features): a chain's
+    # additions wait on each other, two halve the wait (benchmarks/README.md, k-means).
     n_paired = n_clusters - n_clusters % 2
     for k in range(0, n_paired, 2):
         first = np.uint32(k)
@@ -278,10 +282,21 @@ def _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat):
         for i in range(m):
             s = cn[k]
             t = cn[k + 1]
-            for j in range(n_feat):
+            s_odd = np.float32(0.0)
+            t_odd = np.float32(0.0)
+            for j in range(0, n_feat - 1, 2):
                 x = xt[j, i]
+                y = xt[j + 1, i]
                 s += c2[k, j] * x
                 t += c2[k + 1, j] * x
+                s_odd += c2[k, j + 1] * y
+                t_odd += c2[k + 1, j + 1] * y
+            if n_feat % 2:
+                x = xt[n_feat - 1, i]
+                s += c2[k, n_feat - 1] * x
+                t += c2[k + 1, n_feat - 1] * x
+            s += s_odd
+            t += t_odd
             b, low, kk = _offer(s, first, best[i], second[i], best_k[i])
             b, low, kk = _offer(t, other, b, low, kk)
             best[i] = b
