@@ -201,13 +201,19 @@ def _add_row(sums, k, X, row, features):
     raise NotImplementedError("compiled by numba: see _add_row_impl")
 
 
+@jit(inline="always")
+def _scaled_rows(xt, start, stop, X, t0, origin, scale, features):
+    """:func:`_transpose_tile` for samples ``start`` to ``stop``, one element at a time."""
+    for i in range(start, stop):
+        for j in range(len(features)):
+            xt[j, i] = np.float32((X[t0 + i, j] - origin[j]) * scale)
+
+
 @overload(_transpose_tile, inline="always")
 def _transpose_tile_impl(xt, m, X, t0, origin, scale, features):
     if features.count > _SIMD_FEATURES:
         def elementwise(xt, m, X, t0, origin, scale, features):
-            for i in range(m):
-                for j in range(len(features)):
-                    xt[j, i] = np.float32((X[t0 + i, j] - origin[j]) * scale)
+            _scaled_rows(xt, 0, m, X, t0, origin, scale, features)
         return elementwise
 
     def vectors(xt, m, X, t0, origin, scale, features):
@@ -216,9 +222,7 @@ def _transpose_tile_impl(xt, m, X, t0, origin, scale, features):
         whole = m - m % TRANSPOSE_WIDTH
         for i in range(0, whole, TRANSPOSE_WIDTH):
             transpose_scaled(xt, i, X, t0 + i, origin, scale, features)
-        for i in range(whole, m):
-            for j in range(len(features)):
-                xt[j, i] = np.float32((X[t0 + i, j] - origin[j]) * scale)
+        _scaled_rows(xt, whole, m, X, t0, origin, scale, features)
     return vectors
 
 

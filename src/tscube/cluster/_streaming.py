@@ -98,13 +98,12 @@ class InMemorySamples:
     """Finite rows of a NumPy array, prepared once for the engine."""
 
     def __init__(self, X, engine):
-        X = np.asarray(X, dtype=np.float64)
+        X = np.ascontiguousarray(X, dtype=np.float64)  # C order once, for the finite-row kernel and the engine
         keep = finite_rows(X)
         self.engine = engine
         self.n_features = X.shape[1]
-        self.n_rows = X.shape[0]
         self._kept = None if keep.all() else keep
-        self.host = np.ascontiguousarray(X if self._kept is None else X[keep])
+        self.host = X if self._kept is None else X[keep]
         self.n_samples = self.host.shape[0]
         self.data = engine.prepare(self.host)
         self._moments = None
@@ -121,7 +120,7 @@ class InMemorySamples:
         at the others."""
         if self._kept is None:
             return values
-        out = np.full((self.n_rows,) + values.shape[1:], fill, dtype=values.dtype)
+        out = np.full(self._kept.shape + values.shape[1:], fill, dtype=values.dtype)
         out[self._kept] = values
         return out
 
@@ -248,14 +247,14 @@ def apply_per_sample(X, function, n_outputs_per_sample, dtype, fill, feature_dim
     """
 
     def on_rows(rows):
-        rows = np.asarray(rows, dtype=np.float64)
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
         shape = (rows.shape[0],) if n_outputs_per_sample is None else (
             rows.shape[0], n_outputs_per_sample)
         out = np.full(shape, fill, dtype=dtype)
         keep = finite_rows(rows)
         if keep.any():
             with _ENGINE_LOCK:
-                out[keep] = function(np.ascontiguousarray(rows[keep]))
+                out[keep] = function(rows[keep])  # a C-ordered copy
         return out
 
     def on_block(block):  # (..., D) -> (...) or (..., m)
