@@ -61,8 +61,106 @@ def _serialise_simulator_shared_arrays() -> None:
     FakeCUDAShared.array = array
 
 
+class _BlockBarrier:
+    """``cuda.syncthreads()`` for one simulated block: the last of its running threads to
+    arrive (or to finish while the others wait) opens it; a thread that fails opens it for
+    good, and the others then raise as the simulator's own abort does."""
+
+    def __init__(self, n_threads: int):
+        self.condition = threading.Condition()
+        self.running = n_threads
+        self.arrived = 0
+        self.generation = 0
+        self.aborted = False
+
+    def wait(self) -> None:
+        with self.condition:
+            if self.aborted:
+                raise RuntimeError("abort flag set on syncthreads call")
+            generation = self.generation
+            self.arrived += 1
+            if self.arrived == self.running:
+                self._open()
+            while generation == self.generation and not self.aborted:
+                self.condition.wait()
+            if self.aborted:
+                raise RuntimeError("abort flag set on syncthreads clear")
+
+    def leave(self, failed: bool) -> None:
+        with self.condition:
+            self.running -= 1
+            if failed:
+                self.aborted = True
+                self.condition.notify_all()
+            elif self.arrived and self.arrived == self.running:
+                self._open()
+
+    def _open(self) -> None:
+        self.arrived = 0
+        self.generation += 1
+        self.condition.notify_all()
+
+
+def _simulator_barriers_without_polling() -> None:
+    """Let the CUDA simulator's threads meet at ``cuda.syncthreads()`` by themselves.
+
+    The simulator runs a block's threads as Python threads, and its block manager finds
+    out that they all reached a barrier by polling every live thread in a loop on the
+    main thread, holding the GIL against the threads it waits for: each barrier of a
+    256-thread block cost milliseconds, and the cuda engines' tests spent most of their
+    time there (BFAST Monitor's masked Gram with season dummies: 21 of 22 s for one
+    pixel). Here a block's threads count themselves in at a condition variable and the
+    manager only joins them. Same semantics: the barrier opens when every thread still
+    running has arrived (threads that returned do not count), and a thread's exception
+    aborts the others and is raised, not theirs.
+    """
+    try:
+        from numba.cuda.simulator import kernel as simulator
+    except ImportError:  # no simulator in this numba-cuda: nothing to change
+        return
+    BlockManager, BlockThread = simulator.BlockManager, simulator.BlockThread
+    if getattr(BlockManager.run, "_tscube_barrier", False):
+        return
+    thread_run = BlockThread.run
+
+    def syncthreads(self):
+        self._manager._tscube_barrier.wait()
+
+    def run_thread(self):
+        failed = True
+        try:
+            thread_run(self)  # records the kernel's exception in self.exception
+            failed = self.exception is not None
+        finally:
+            self._manager._tscube_barrier.leave(failed)
+
+    def run_block(self, grid_point, *args):
+        self._tscube_barrier = _BlockBarrier(int(np.prod(self._block_dim)))
+
+        def target():
+            self._f(*args)
+
+        threads = [BlockThread(target, self, grid_point, block_point, self._debug)
+                   for block_point in np.ndindex(*self._block_dim)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        failed = [thread for thread in threads if thread.exception]
+        cause = next((thread for thread in failed if "abort flag set" not in str(thread.exception[0])),
+                     failed[0] if failed else None)
+        if cause is not None:
+            raise cause.exception[0].with_traceback(cause.exception[1])
+
+    run_block._tscube_barrier = True
+    BlockThread.syncthreads = syncthreads
+    BlockThread.run = run_thread
+    BlockManager.run = run_block
+
+
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     _serialise_simulator_shared_arrays()
+    _simulator_barriers_without_polling()
 
 #: Fewer simulated paths for critical values outside R's table (tscube.bfast.monitor.critval):
 #: quicker, still within the table's precision (tests/test_bfast_critval.py).

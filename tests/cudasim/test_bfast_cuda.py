@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -51,13 +50,15 @@ FLOATS = ("magnitude", "relative_magnitude", "mosum_mean", "statistic", "sigma",
 
 @pytest.fixture(autouse=True)
 def _small_blocks(monkeypatch):
-    """Small blocks keep the simulator quick (each thread is a Python thread), and a short
-    GIL switch interval makes its barriers cheap; both are restored afterwards."""
+    """Small blocks keep the simulator quick: each thread is a Python thread. The masked
+    Gram's tiles shrink too, since the simulator runs a block's 16 x 16 threads over its 32
+    pixels and a barrier every 8 dates even for one pixel (a season-dummy series: 21 of its
+    22 s); 8 x 8 threads over 4 pixels and 32 dates still make several tiles on each axis
+    (the default tiles: tests/cudasim/test_parallel_cuda.py)."""
     monkeypatch.setattr(config, "CUDA_THREADS_PER_BLOCK", 16)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(5e-5)
-    yield
-    sys.setswitchinterval(interval)
+    monkeypatch.setattr(config, "CUDA_GRAM_TILE_K", 8)
+    monkeypatch.setattr(config, "CUDA_GRAM_TILE_PIXELS", 4)
+    monkeypatch.setattr(config, "CUDA_GRAM_TILE_DATES", 32)
 
 
 def assert_same(got, expected, process=False):

@@ -13,7 +13,6 @@ compiled for the device.
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -34,14 +33,10 @@ S = StlStatus
 
 @pytest.fixture(autouse=True)
 def _small_blocks(monkeypatch):
-    """Small blocks keep the simulator quick (each thread is a Python thread), and a short
-    GIL switch interval lets its threads take turns quickly; both are restored
-    afterwards, and so are the tunables a test changes."""
+    """Small blocks keep the simulator quick (each thread is a Python thread); the tunables
+    a test changes are restored afterwards."""
     monkeypatch.setattr(config, "CUDA_THREADS_PER_BLOCK", 16)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(5e-5)
     yield
-    sys.setswitchinterval(interval)
     config.reset()
 
 
