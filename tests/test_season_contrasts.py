@@ -172,6 +172,48 @@ def test_a_history_fits_the_dummies_exactly_when_it_holds_every_level(trend):
             assert kept.sum() == X.shape[1] - 1
 
 
+
+def _kept_column_by_column(X):
+    """R's in-order rule one column at a time (``lm.fit``, LINPACK ``dqrdc2``): column j is
+    kept when |r_jj| of the QR of the kept columns and j is at least LM_FIT_TOL of its norm."""
+    norms = np.linalg.norm(X, axis=0)
+    keep = []
+    for j in range(X.shape[1]):
+        if norms[j] > 0 and abs(np.linalg.qr(X[:, keep + [j]], mode="r")[-1, -1]) >= LM_FIT_TOL * norms[j]:
+            keep.append(j)
+    return keep
+
+
+@pytest.mark.parametrize("trial", range(40))
+def test_in_order_fit_keeps_what_a_qr_per_column_keeps(trial):
+    """fit_in_order_qr runs one QR over the kept and remaining columns until a column is
+    aliased: the same columns as one QR per column, on designs with exact, near and repeated
+    aliasing and zero columns; the coefficients are those of the kept columns' least squares.
+    (Its callers fit at least as many rows as columns.)"""
+    rng = np.random.default_rng(trial)
+    k = int(rng.integers(2, 14))
+    n = k + int(rng.integers(0, 20))
+    X = rng.normal(size=(n, k))
+    for j in rng.choice(k, size=int(rng.integers(0, k)), replace=False):
+        kind = rng.integers(4)
+        if kind == 0:
+            X[:, j] = 0.0
+        elif kind == 1 and j > 0:  # exactly in the span of earlier columns
+            X[:, j] = X[:, :j] @ rng.normal(size=j)
+        elif kind == 2 and j > 0:  # aliased up to rounding-sized noise
+            X[:, j] = X[:, :j] @ rng.normal(size=j) + 1e-12 * rng.normal(size=n)
+        elif kind == 3 and j > 0:  # a repeat of an earlier column, scaled
+            X[:, j] = 3.0 * X[:, rng.integers(j)]
+    y = rng.normal(size=n)
+    beta, inverse, kept = fit_in_order_qr(X, y)
+    keep = _kept_column_by_column(X)
+    assert np.flatnonzero(kept).tolist() == keep
+    assert np.all(beta[~kept] == 0) and np.all(inverse[~kept] == 0)
+    if keep:
+        expected = np.linalg.lstsq(X[:, keep], y, rcond=None)[0]
+        np.testing.assert_allclose(beta[keep], expected, rtol=1e-7, atol=1e-9)
+
+
 def write_package_data(path: Path) -> None:
     """R's values as float64 arrays ``f2`` .. ``f64`` of a zip-deflated ``.npz`` with fixed
     timestamps (the same bytes on every run)."""

@@ -75,17 +75,28 @@ def fit_in_order_qr(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
     Returns ``(beta, inverse, kept)`` as :func:`fit_in_order`.
     """
-    k = X.shape[1]
+    n, k = X.shape
     norms = np.linalg.norm(X, axis=0)
     keep: list[int] = []
-    if X.shape[0] >= k and np.all(norms > 0) and np.all(np.abs(np.diag(np.linalg.qr(X, mode="r"))) >= LM_FIT_TOL * norms):
-        keep = list(range(k))  # full rank: no column aliased
-    for j in range(k if not keep else 0):
-        if norms[j] == 0:
-            continue
-        r = np.linalg.qr(X[:, keep + [j]], mode="r")
-        if abs(r[-1, -1]) >= LM_FIT_TOL * norms[j]:
+    candidates = [j for j in range(k) if norms[j] > 0]
+    while candidates:
+        # Column j's part orthogonal to the kept columns before it is |r_jj| of the QR of
+        # those columns and j. One QR of the kept and all remaining columns gives it for
+        # each of them up to the first aliased one, whose reflector would then project the
+        # next ones on a direction of rounding noise: the columns after it start a new QR.
+        r = np.linalg.qr(X[:, keep + candidates], mode="r")
+        rest: list[int] = []
+        for position, j in enumerate(candidates):
+            at = len(keep)
+            if at >= n:  # more columns than rows: the last row's entry, as a QR of keep + [j]
+                aliased = abs(r[n - 1, at]) < LM_FIT_TOL * norms[j]
+            else:
+                aliased = abs(r[at, at]) < LM_FIT_TOL * norms[j]
+            if aliased:
+                rest = candidates[position + 1:]
+                break
             keep.append(j)
+        candidates = rest
     beta, inverse = np.zeros(k), np.zeros((k, k))
     if keep:
         q, r = np.linalg.qr(X[:, keep])
