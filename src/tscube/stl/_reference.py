@@ -18,66 +18,95 @@ from ._status import StlStatus
 SINGULAR_RTOL = 1e-12
 
 
-def _solve_local_polynomial(u, weights, values, degree, scale):
-    """Weighted least-squares polynomial in ``u``: (value, slope) at ``u = 0``.
+#: Loess points evaluated together (a points x valid-values matrix per block bounds the
+#: memory on long series).
+POINTS_PER_BLOCK = 256
 
-    ``u`` is scaled by ``scale`` (the window half-width) so that the determinant test
-    is relative. Returns NaNs when the system is singular (too few distinct ``u`` with
+
+def _solve_local_polynomials(u, weights, values, degree, scale):
+    """Weighted least-squares polynomials in ``u``: (value, slope) at ``u = 0``, one per
+    row of ``u`` and ``weights`` (points x valid values).
+
+    ``u`` is scaled by ``scale`` (each point's window half-width) so that the determinant
+    test is relative. NaNs where the system is singular (too few distinct ``u`` with
     positive weight).
     """
-    total = weights.sum()
-    if not total > 0.0:
-        return np.nan, np.nan
+    value = np.full(len(u), np.nan)
+    slope = np.full(len(u), np.nan)
+    total = weights.sum(axis=1)
+    ok = total > 0.0
+    u, weights, total, scale = u[ok], weights[ok], total[ok], scale[ok]
     if degree == 0:
-        return float((weights * values).sum() / total), 0.0
-    v = u / scale
+        value[ok] = (weights * values).sum(axis=1) / total
+        slope[ok] = 0.0
+        return value, slope
+    v = u / scale[:, None]
     size = degree + 1
-    moments = [(weights * v**k).sum() / total for k in range(2 * degree + 1)]
-    gram = np.array([[moments[i + j] for j in range(size)] for i in range(size)])
-    rhs = np.array([(weights * v**i * values).sum() / total for i in range(size)])
-    det = np.linalg.det(gram)
-    if not abs(det) > SINGULAR_RTOL:
-        return np.nan, np.nan
-    coef = np.linalg.solve(gram, rhs)
-    return float(coef[0]), float(coef[1] / scale)
+    moments = [(weights * v**k).sum(axis=1) / total for k in range(2 * degree + 1)]
+    gram = np.stack([np.stack([moments[i + j] for j in range(size)], axis=-1) for i in range(size)], axis=-2)
+    rhs = np.stack([(weights * v**i * values).sum(axis=1) / total for i in range(size)], axis=-1)
+    regular = np.abs(np.linalg.det(gram)) > SINGULAR_RTOL
+    coef = np.linalg.solve(gram[regular], rhs[regular][:, :, None])[:, :, 0]
+    rows = np.flatnonzero(ok)[regular]
+    value[rows] = coef[:, 0]
+    slope[rows] = coef[:, 1] / scale[regular]
+    return value, slope
 
 
-def _local_fit(x, y, w, m, window, degree, n_full, flavor):
-    """Loess value (and slope, for Hermite interpolation) at position ``m``.
+def _local_fits(x, y, w, points, window, degree, n_full, flavor):
+    """Loess values (and slopes, for Hermite interpolation) at the positions ``points``.
 
     ``x`` are the sorted valid positions (1-based), ``y`` and ``w`` the values and
-    robustness weights there, ``n_full`` the length of the full (gappy) series.
+    robustness weights there, ``n_full`` the length of the full (gappy) series. Each point
+    is fitted on its own; the points of a block are only computed side by side.
     """
+    points = np.asarray(points, dtype=np.float64)
+    fits = np.empty(len(points))
+    slopes = np.empty(len(points))
+    for first in range(0, len(points), POINTS_PER_BLOCK):
+        block = slice(first, first + POINTS_PER_BLOCK)
+        fits[block], slopes[block] = _local_fits_block(x, y, w, points[block], window, degree, n_full, flavor)
+    return fits, slopes
+
+
+def _local_fits_block(x, y, w, m, window, degree, n_full, flavor):
     n_valid = len(x)
     q = min(window, n_valid)
-    distance = np.abs(x - m)
-    h = np.partition(distance, q - 1)[q - 1]  # distance to the q-th nearest valid point
+    distance = np.abs(x[None, :] - m[:, None])
+    h = np.partition(distance, q - 1, axis=1)[:, q - 1]  # distance to the q-th nearest valid point
     if window > n_valid:
         extra = window - n_valid
-        h += extra / 2.0 if flavor == "stlplus" else extra // 2
+        h = h + (extra / 2.0 if flavor == "stlplus" else extra // 2)
+    with np.errstate(divide="ignore", invalid="ignore"):  # h = 0: such weights are not used
+        scaled = (1.0 - (distance / h[:, None]) ** 3) ** 3
     if flavor == "stlplus":
-        tricube = np.where(distance < h, (1.0 - (distance / h) ** 3) ** 3, 0.0)
-        return _solve_local_polynomial(x - m, tricube * w, y, degree, h)
+        tricube = np.where(distance < h[:, None], scaled, 0.0)
+        return _solve_local_polynomials(x[None, :] - m[:, None], tricube * w, y, degree, h)
 
     # Cleveland's Fortran (stlest): cut-offs at 0.001h / 0.999h, degree-0 fallback.
-    tricube = np.where(distance <= 0.001 * h, 1.0, (1.0 - (distance / h) ** 3) ** 3)
-    tricube = np.where(distance <= 0.999 * h, tricube, 0.0) * w
-    total = tricube.sum()
-    if not total > 0.0:
-        return np.nan, np.nan
-    tricube = tricube / total
-    value = float((tricube * y).sum())
-    if h > 0.0 and degree > 0:
-        if degree == 2:
-            quad, _ = _solve_local_polynomial(x - m, tricube, y, 2, h)
-            if np.isfinite(quad):
-                return quad, 0.0
-        mean = (tricube * x).sum()
-        spread = (tricube * (x - mean) ** 2).sum()
-        if np.sqrt(spread) > 0.001 * (n_full - 1):
-            correction = (m - mean) / spread
-            value = float((tricube * y * (correction * (x - mean) + 1.0)).sum())
-    return value, 0.0
+    tricube = np.where(distance <= 0.001 * h[:, None], 1.0, scaled)
+    tricube = np.where(distance <= 0.999 * h[:, None], tricube, 0.0) * w
+    total = tricube.sum(axis=1)
+    value = np.full(len(m), np.nan)
+    ok = total > 0.0
+    tricube[ok] /= total[ok, None]
+    value[ok] = (tricube[ok] * y).sum(axis=1)
+    linear = ok & (h > 0.0) if degree > 0 else np.zeros(len(m), dtype=bool)
+    if degree == 2 and linear.any():
+        rows = np.flatnonzero(linear)
+        quad, _ = _solve_local_polynomials(x[None, :] - m[rows, None], tricube[rows], y, 2, h[rows])
+        solved = np.isfinite(quad)
+        value[rows[solved]] = quad[solved]
+        linear[rows[solved]] = False
+    if linear.any():
+        t = tricube[linear]
+        mean = (t * x).sum(axis=1)
+        spread = (t * (x - mean[:, None]) ** 2).sum(axis=1)
+        wide = np.sqrt(spread) > 0.001 * (n_full - 1)
+        rows = np.flatnonzero(linear)[wide]
+        correction = (m[rows] - mean[wide]) / spread[wide]
+        value[rows] = (t[wide] * y * (correction[:, None] * (x - mean[wide, None]) + 1.0)).sum(axis=1)
+    return value, np.zeros(len(m))
 
 
 def _hermite(t, m0, m1, f0, f1, s0, s1):
@@ -97,10 +126,7 @@ def loess(x, y, w, n_full, window, degree, jump, flavor, extend=False):
     points = list(range(1, n_full + 1, jump))
     if points[-1] != n_full:
         points.append(n_full)
-    fits = np.empty(len(points))
-    slopes = np.empty(len(points))
-    for i, m in enumerate(points):
-        fits[i], slopes[i] = _local_fit(x, y, w, m, window, degree, n_full, flavor)
+    fits, slopes = _local_fits(x, y, w, points, window, degree, n_full, flavor)
 
     positions = np.arange(1, n_full + 1)
     if flavor == "statsmodels":
@@ -125,8 +151,7 @@ def loess(x, y, w, n_full, window, degree, jump, flavor, extend=False):
                 out[pts[0] - 1] = f[0]
     if not extend:
         return out
-    first = _local_fit(x, y, w, 0, window, degree, n_full, flavor)[0]
-    last = _local_fit(x, y, w, n_full + 1, window, degree, n_full, flavor)[0]
+    first, last = _local_fits(x, y, w, [0, n_full + 1], window, degree, n_full, flavor)[0]
     if flavor == "statsmodels":
         first = out[0] if not np.isfinite(first) else first
         last = out[-1] if not np.isfinite(last) else last
