@@ -237,11 +237,12 @@ def test_rows_with_nan_are_ignored_in_fit_and_flagged_in_predict(mixture):
     assert np.sum(km.labels_ == -1) == 4 and km.labels_[700] == -1
 
 
-@pytest.mark.parametrize("n_features", [1, 3, 8, 32, 33, 40])
+@pytest.mark.parametrize("n_features", [1, 3, 8, 9, 16, 17, 32, 33, 40])
 def test_cpu_kmeans_statistics_equal_the_reference_on_both_sides_of_the_vector_limit(n_features):
     """Up to _cpu._SIMD_FEATURES features the k-means kernel transposes and sums with
-    vector intrinsics, beyond with loops: the same labels, counts and (to rounding) sums
-    and SSE as the reference, tiles with and without a remainder of eight."""
+    vector intrinsics, beyond with loops; beyond _cpu._SCORE_CHUNK features it scores in
+    chunks of features (with and without a remainder): the same labels, counts and (to
+    rounding) sums and SSE as the reference, tiles with and without a remainder of eight."""
     rng = np.random.default_rng(n_features)
     X = rng.normal(size=(3 * config.CLUSTER_BLOCK_SAMPLES + 77, n_features)) * 10 + 5e3
     centers = X[rng.choice(X.shape[0], 6, replace=False)]

@@ -161,8 +161,10 @@ KMEANS_TILE = 64
 #: exact float64 distances. The scores are float32 sums over the shifted and scaled data
 #: ``x' = (x − o) s`` and centres ``c'`` (see :func:`_score_frame`): rounding ``x'``,
 #: ``−2c'`` and ``‖c'‖²`` to float32 and the ``D`` fused multiply-adds of a score (in two
-#: chains, even and odd features, added at the end: no term goes through more roundings
-#: than in one chain) leave an error below ``(D + 2.1) u (2‖c'‖² + ‖x'‖²)``
+#: chains, even and odd features, added at the end; beyond :data:`_SCORE_CHUNK` features
+#: chunk after chunk, each chunk's two chains continuing the running score: no term goes
+#: through more roundings than in one chain) leave an error below
+#: ``(D + 2.1) u (2‖c'‖² + ‖x'‖²)``
 #: (``u = eps32 / 2``; ``2|x'·c'| ≤ ‖x'‖² + ‖c'‖²``), so the two scores compared err by
 #: less than
 #: ``2 (D + 2.1) eps32 (‖x'‖² + max ‖c'‖²)``; the exact distances' float64 rounding is
@@ -262,10 +264,22 @@ def _offer(score, index, best, second, best_k):
     return best, second, best_k
 
 
+#: Features a score's multiply-adds take in one loop body. LLVM unrolls a loop over the
+#: features only up to its own limit; past it (between 16 and 20 features on a Zen 3) the
+#: loop over the tile's samples was no longer a SIMD loop and a k-means iteration took 4x
+#: longer per feature (benchmarks/README.md, "k-means with many features"). Scores of more
+#: features are summed in chunks of this many, each chunk's loop unrolled.
+_SCORE_CHUNK = 8
+
+
 @jit(fastmath=CONTRACT)
-def _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat):
+def _tile_scores(m, c2, cn, xt, best, second, best_k, features, partial):
     """Smallest and second smallest ``cn_k + Σ_j c2_kj x_j`` per sample, and the
-    first centre reaching the smallest (``c2 = −2c'``, ``cn = ‖c'‖²``, all float32)."""
+    first centre reaching the smallest (``c2 = −2c'``, ``cn = ‖c'‖²``, all float32), for
+    ``len(features)`` features (a constant of the compiled code, as in the kernel).
+    ``partial``: ``(2, KMEANS_TILE)`` float32 scratch for scores of more than
+    :data:`_SCORE_CHUNK` features."""
+    n_feat = len(features)
     n_clusters = c2.shape[0]
     for i in range(m):
         best[i] = np.inf
@@ -283,29 +297,24 @@ def _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat):
     for k in range(0, n_paired, 2):
         first = np.uint32(k)
         other = np.uint32(k + 1)
-        for i in range(m):
-            s = cn[k]
-            t = cn[k + 1]
-            s_odd = np.float32(0.0)
-            t_odd = np.float32(0.0)
-            for j in range(0, n_feat - 1, 2):
-                x = xt[j, i]
-                y = xt[j + 1, i]
-                s += c2[k, j] * x
-                t += c2[k + 1, j] * x
-                s_odd += c2[k, j + 1] * y
-                t_odd += c2[k + 1, j + 1] * y
-            if n_feat % 2:
-                x = xt[n_feat - 1, i]
-                s += c2[k, n_feat - 1] * x
-                t += c2[k + 1, n_feat - 1] * x
-            s += s_odd
-            t += t_odd
-            b, low, kk = _offer(s, first, best[i], second[i], best_k[i])
-            b, low, kk = _offer(t, other, b, low, kk)
-            best[i] = b
-            second[i] = low
-            best_k[i] = kk
+        if n_feat <= _SCORE_CHUNK:
+            for i in range(m):
+                s, t = _pair_scores(c2, k, cn[k], cn[k + 1], xt, i, 0, n_feat)
+                _offer_pair(s, t, first, other, best, second, best_k, i)
+        else:
+            # chunk after chunk, each sample's two running scores kept in `partial`
+            for i in range(m):
+                partial[0, i] = cn[k]
+                partial[1, i] = cn[k + 1]
+            whole = n_feat - n_feat % _SCORE_CHUNK
+            for j0 in range(0, whole, _SCORE_CHUNK):
+                for i in range(m):
+                    s, t = _pair_scores(c2, k, partial[0, i], partial[1, i], xt, i, j0, _SCORE_CHUNK)
+                    partial[0, i] = s
+                    partial[1, i] = t
+            for i in range(m):
+                s, t = _pair_scores(c2, k, partial[0, i], partial[1, i], xt, i, whole, n_feat - whole)
+                _offer_pair(s, t, first, other, best, second, best_k, i)
     if n_paired < n_clusters:
         last = np.uint32(n_paired)
         for i in range(m):
@@ -316,6 +325,38 @@ def _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat):
             best[i] = b
             second[i] = low
             best_k[i] = kk
+
+
+@jit(inline="always", fastmath=CONTRACT)
+def _pair_scores(c2, k, s, t, xt, i, j0, count):
+    """Sample ``i``'s scores for centres ``k`` and ``k + 1`` after features ``j0`` to
+    ``j0 + count``, from ``s`` and ``t`` before them: two chains each (even and odd
+    features), added at the end. ``count`` is a constant at every call (the chunk, or
+    what the feature count leaves), so LLVM unrolls the loop."""
+    s_odd = np.float32(0.0)
+    t_odd = np.float32(0.0)
+    for j in range(j0, j0 + count - 1, 2):
+        x = xt[j, i]
+        y = xt[j + 1, i]
+        s += c2[k, j] * x
+        t += c2[k + 1, j] * x
+        s_odd += c2[k, j + 1] * y
+        t_odd += c2[k + 1, j + 1] * y
+    if count % 2:
+        last = j0 + count - 1
+        x = xt[last, i]
+        s += c2[k, last] * x
+        t += c2[k + 1, last] * x
+    return s + s_odd, t + t_odd
+
+
+@jit(inline="always")
+def _offer_pair(s, t, first, other, best, second, best_k, i):
+    b, low, kk = _offer(s, first, best[i], second[i], best_k[i])
+    b, low, kk = _offer(t, other, b, low, kk)
+    best[i] = b
+    second[i] = low
+    best_k[i] = kk
 
 
 @jit(nogil=True)
@@ -367,6 +408,8 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
     best = np.empty(KMEANS_TILE, dtype=np.float32)
     second = np.empty(KMEANS_TILE, dtype=np.float32)
     best_k = np.empty(KMEANS_TILE, dtype=np.uint32)  # unsigned: no wraparound code
+    partial = np.empty((2, KMEANS_TILE), dtype=np.float32)
+    norms = np.empty(KMEANS_TILE, dtype=np.float32)
     for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
         for k in range(_KMEANS_COPIES * n_clusters):
             sse[k] = 0.0
@@ -379,15 +422,26 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
             for i in range(m):
                 prefetch_row(X, min(t0 + i + _KMEANS_AHEAD, n_samples - 1), 0)
             _transpose_tile(xt, m, X, t0, origin, scale, features)  # vector loads and shuffles
-            _tile_scores(m, c2, cn, xt, best, second, best_k, n_feat)
-            n_close = 0
+            _tile_scores(m, c2, cn, xt, best, second, best_k, features, partial)
+            # ‖x'‖² across samples, as SIMD lanes (not fused into the transposition, where
+            # it was a chain per sample); past _SCORE_CHUNK features feature after feature
+            # (the same sums): a loop over the features inside the samples' then ran one
+            # sample at a time, past LLVM's unrolling limit
             for i in range(m):
                 norm = np.float32(0.0)
-                for j in range(n_feat):  # across samples, as SIMD lanes: not fused into the
-                    norm += xt[j, i] * xt[j, i]  # transposition, where it was a chain per sample
+                if n_feat <= _SCORE_CHUNK:
+                    for j in range(n_feat):
+                        norm += xt[j, i] * xt[j, i]
+                norms[i] = norm
+            if n_feat > _SCORE_CHUNK:
+                for j in range(n_feat):
+                    for i in range(m):
+                        norms[i] += xt[j, i] * xt[j, i]
+            n_close = 0
+            for i in range(m):
                 # "not apart" rather than "close": a NaN or infinite score or bound
                 # (float32 overflow, NaN data) goes to the exact distances too
-                close = not (second[i] - best[i] > margin * (norm + largest_cn))
+                close = not (second[i] - best[i] > margin * (norms[i] + largest_cn))
                 best[i] = -1.0 if close else 0.0  # reused as the flag
                 n_close += close
             if n_close:
