@@ -54,11 +54,12 @@ def _small_blocks(monkeypatch):
     Gram's tiles shrink too, since the simulator runs a block's 16 x 16 threads over its 32
     pixels and a barrier every 8 dates even for one pixel (a season-dummy series: 21 of its
     22 s); 8 x 8 threads over 4 pixels and 32 dates still make several tiles on each axis
-    (the default tiles: tests/cudasim/test_parallel_cuda.py)."""
+    (the default tiles: tests/cudasim/test_parallel_cuda.py, and these tests on a GPU)."""
     monkeypatch.setattr(config, "CUDA_THREADS_PER_BLOCK", 16)
-    monkeypatch.setattr(config, "CUDA_GRAM_TILE_K", 8)
-    monkeypatch.setattr(config, "CUDA_GRAM_TILE_PIXELS", 4)
-    monkeypatch.setattr(config, "CUDA_GRAM_TILE_DATES", 32)
+    if not REAL_GPU:
+        monkeypatch.setattr(config, "CUDA_GRAM_TILE_K", 8)
+        monkeypatch.setattr(config, "CUDA_GRAM_TILE_PIXELS", 4)
+        monkeypatch.setattr(config, "CUDA_GRAM_TILE_DATES", 32)
 
 
 def assert_same(got, expected, process=False):
