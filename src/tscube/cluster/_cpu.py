@@ -427,13 +427,15 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
             # it was a chain per sample); past _SCORE_CHUNK features feature after feature
             # (the same sums): a loop over the features inside the samples' then ran one
             # sample at a time, past LLVM's unrolling limit
-            for i in range(m):
-                norm = np.float32(0.0)
-                if n_feat <= _SCORE_CHUNK:
+            if n_feat <= _SCORE_CHUNK:
+                for i in range(m):
+                    norm = np.float32(0.0)
                     for j in range(n_feat):
                         norm += xt[j, i] * xt[j, i]
-                norms[i] = norm
-            if n_feat > _SCORE_CHUNK:
+                    norms[i] = norm
+            else:
+                for i in range(m):
+                    norms[i] = np.float32(0.0)
                 for j in range(n_feat):
                     for i in range(m):
                         norms[i] += xt[j, i] * xt[j, i]
