@@ -400,3 +400,27 @@ def test_per_pixel_kernels_compile_once_for_every_kind_of_cube():
         assert len(kernel.signatures) <= compiled[kernel] + 1, history  # (_history_kernel: also ROC's)
         for result in runs[1:]:
             np.testing.assert_array_equal(result.n_history, runs[0].n_history)
+
+
+def test_each_history_kernel_holds_only_its_own_method():
+    """The per-pixel history kernel is compiled once for ROC (a float level, designs too
+    wide for the lanes) and once for BP: numba prunes a branch at compile time only where
+    an argument is None, so each method has an argument of its own that the other passes
+    as None. ROC's kernel held the whole Bai–Perron programme before. The check reads each compiled version's LLVM module,
+    the one numba links into callers (a private numba API; also from the cache)."""
+    from tscube import bfast_monitor
+    from tscube.bfast.monitor.history import _cpu as history_cpu
+    from tscube.datasets import make_cube
+
+    cube = make_cube("demo", shape=(2, 2), n_dates=230, n_history=150, nan_fraction=0.2, seed=1)
+    for history in ("ROC", "BP"):
+        bfast_monitor(cube.data, cube.dates, cube.start, freq=23, order=5, history=history, engine="cpu")
+    modules = {}
+    for signature, compiled in history_cpu._history_kernel.overloads.items():
+        roc_level, bai_perron = signature[8:10]
+        method = "ROC" if isinstance(bai_perron, numba.types.NoneType) else "BP"
+        assert isinstance(roc_level, numba.types.NoneType) == (method == "BP")
+        module = str(compiled.library._get_module_for_linking())
+        modules[method] = {name: name in module for name in ("_roc_pixel", "replay_partitions")}
+    assert modules == {"ROC": {"_roc_pixel": True, "replay_partitions": False},
+                       "BP": {"_roc_pixel": False, "replay_partitions": True}}

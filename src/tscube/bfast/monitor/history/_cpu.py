@@ -563,14 +563,17 @@ def _roc_lanes_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, X8, mon
 
 
 @jit(nogil=True)
-def _history_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, monitor_begin, roc_level, block, first_hist,
-                    flagged):
+def _history_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, monitor_begin, roc_level, bai_perron, block,
+                    first_hist, flagged):
     """History selection one pixel at a time, chunk ``c`` of ``n_chunks``: ROC at level
-    ``roc_level`` (designs too wide for the lanes of :func:`_roc_lanes_kernel`), or
-    Bai–Perron when ``roc_level`` is None. numba compiles one kernel per type of
-    ``roc_level`` and prunes the branch of the other method (``is None`` on an argument):
-    BP's kernel holds no ROC code, ROC's no Bai–Perron programme. The cube as
-    :func:`~tscube.bfast.core.series_cpu.cube_bytes` (one kernel for every dtype)."""
+    ``roc_level`` (designs too wide for the lanes of :func:`_roc_lanes_kernel`, and
+    pixels whose first rows are rank deficient) with ``bai_perron`` None, or Bai–Perron
+    with ``roc_level`` None and ``bai_perron`` True. numba compiles one kernel per pair
+    of types and prunes the branch that an argument's ``is not None`` decides, but only
+    where that argument is None (a float's ``is None`` stays a test at run time): hence
+    one argument per method, so that BP's kernel holds no ROC code and ROC's no
+    Bai–Perron programme (which it held until 2026-11-29: docs/performance.md). The cube
+    as :func:`~tscube.bfast.core.series_cpu.cube_bytes` (one kernel for every dtype)."""
     T = raw.shape[0]
     P = raw.shape[1] // itemsize
     k = X.shape[1]
@@ -606,10 +609,11 @@ def _history_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, monitor_b
                 first_hist[s, p] = 0
                 if n <= k:
                     continue
+                drop = 0
                 if roc_level is not None:
                     drop, flag = _roc_pixel(X, rows, y, n, roc_level, w, Q, R, Pinv, beta, Px, idx)
                     flagged[s, p] = flag
-                else:
+                if bai_perron is not None:
                     drop = _bp_start(X, rows, y, n, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy, memo)
                     flagged[s, p] = drop < 0
                     drop = max(drop, 0)
@@ -660,8 +664,8 @@ def _per_pixel_arguments(values: np.ndarray, plan: MonitorPlan, first: np.ndarra
     raw, itemsize, nodata, has_nodata = cube_bytes(values, plan.nodata)
     block = 16
     return (memo_chunks(values.shape[1], block), raw, itemsize, nodata, has_nodata, plan.design.matrix,
-            plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None, block, first,
-            flagged)
+            plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None,
+            None if plan.history == "ROC" else True, block, first, flagged)
 
 
 def history_compile_jobs(values: np.ndarray, plan: MonitorPlan) -> list:
