@@ -7,7 +7,8 @@ Each case runs in a fresh subprocess per tree and round (PYTHONPATH=<tree>/src),
 once (numba compiles or loads its cache), then takes the best of ``repeat`` timed calls
 (or of the part a case times itself). Prints one JSON line per case: the best seconds of
 each tree over all rounds and new/base. Cases: BFAST Monitor ROC, "all" and BP on D2 (BP
-also on Peru(Small), whose short histories give segments under 3k rows),
+also on Peru(Small), whose short histories give segments under 3k rows; ROC also with
+season dummies, 24 regressors: the per-pixel path),
 BFAST Lite and classic BFAST on cloudy cubes, STL on cloudy series, k-means and a full-covariance Gaussian
 mixture (fixed iterations), near-real-time updates in memory and of a saved state.
 """
@@ -45,6 +46,13 @@ CASES = {
         cube = make_cube("peru_small", seed=1)
         data = cube.data.reshape(cube.data.shape[0], -1)[:, :2048]
         run = lambda: tscube.bfast_monitor(data, cube.dates, cube.start, freq=23, history="BP", engine="cpu")
+    """, 3),
+    "monitor_ROC_season": ("""
+        import numpy as np, tscube
+        from tscube.datasets import make_cube
+        cube = make_cube("demo", shape=(16, 64), nan_fraction=0.2, seed=3)
+        run = lambda: tscube.bfast_monitor(cube.data, cube.dates, cube.start, freq=23, order=0, season=True,
+                                           history="ROC", engine="cpu")
     """, 3),
     "lite_cloudy": ("""
         import numpy as np, tscube

@@ -90,6 +90,55 @@ def test_recursive_residuals_equal_refits():
     np.testing.assert_allclose(np.sum(recursive_residuals(X, y) ** 2), full_rss, rtol=1e-10)
 
 
+@pytest.mark.parametrize("model", ["season", "harmonics twice a year", "harmonics"])
+def test_givens_residuals_equal_r_refits(model):
+    """ROC's per-pixel recursive residuals by the Givens-updated factor
+    (``bai_perron_cpu.givens_residuals``) equal R's refit of every rank-deficient prefix
+    and R's updates after (``recursive_residuals``), forwards and reversed, on random gaps:
+    the same signs, first full-rank fit and final coefficients. Season dummies' restricted
+    fits are ill-conditioned (R's own rounding reaches 7e-4 there, SPEC-bfastlite §10; each
+    of the two here lies up to 2.5e-3 of the largest residual from the reference's
+    normal equations, on different rows);
+    harmonics observed twice a year have many rank-deficient rows, whose column changes
+    reorder the factor."""
+    from tscube.bfast.core import bai_perron_cpu as bp
+    from tscube.bfast.core.design import build_design
+    from tscube.timeaxis import build_time_axis
+
+    rng = np.random.default_rng(11)
+    t = 2000 + np.arange(200) / 23
+    season = model == "season"
+    X = np.ascontiguousarray(build_design(build_time_axis(t, 23), 0 if season else 3, True, season=season).matrix)
+    k = X.shape[1]
+    deficient = 0
+    for case in range(40):
+        keep = rng.random(t.size) >= (0.2, 0.5)[case % 2]
+        if model == "harmonics twice a year":
+            keep[80:] = False
+            keep[80::23] = keep[81::23] = True
+        rows = np.flatnonzero(keep).astype(np.int64)
+        n = rows.size
+        y = 0.5 + 0.1 * np.sin(2 * np.pi * t[rows]) + 0.02 * rng.standard_normal(n) + 0.001 * np.arange(n)
+        first, step = (n - 1, -1) if case % 4 < 2 else (0, 1)
+        Q, R, P, Px = np.zeros((k, t.size)), np.zeros((k, k)), np.zeros((k, k)), np.zeros(k)
+        idx, beta = np.zeros(k, dtype=np.int64), np.zeros(k)
+        r_refits = np.zeros(n)
+        full_at = bp.recursive_residuals(X, rows, y, first, step, n, r_refits, Q, R, idx, beta, P, Px, 1)
+        givens, beta_givens = np.zeros(n), np.zeros(k)
+        scratch = (np.zeros((k, k + 1)), R, np.zeros(k + 1), np.zeros(k, dtype=np.bool_),
+                   *(np.zeros(k, dtype=np.int64) for _ in range(3)), np.zeros(k), beta_givens)
+        assert bp.givens_residuals(X, rows, y, first, step, n, givens, 1, P, Px, *scratch) == full_at
+        deficient += full_at > k
+        w, expected = givens[:n - k], r_refits[:n - k]
+        scale = np.abs(expected).max()
+        np.testing.assert_allclose(w, expected, rtol=0, atol=(5e-3 if season else 1e-5) * scale)
+        big = np.abs(expected) > 1e-2 * scale
+        np.testing.assert_array_equal(np.sign(w[big]), np.sign(expected[big]))
+        if full_at <= n:  # (else the refits' coefficients are a restricted fit of all rows but the last)
+            np.testing.assert_allclose(beta_givens, beta, rtol=1e-6, atol=1e-9 * np.abs(beta).max())
+    assert deficient >= {"season": 40, "harmonics twice a year": 20, "harmonics": 0}[model]  # (reversed: 20)
+
+
 def test_rss_triangle_follows_r_on_rank_deficient_starts():
     """A segment whose first k rows are rank deficient (a column zero there): R's RSS is
     the sum of squared recursive residuals with the aliased column dropped until full rank,

@@ -1138,8 +1138,9 @@ def _r_rule_flip(G, kept, pos, norm2):
 @jit(inline="always", error_model="numpy")
 def _retriangulate(G, old_pos, pos, tmp):
     """Columns of ``G`` moved from ``old_pos`` to ``pos`` (the last column, y, stays),
-    then made upper triangular again by Givens rotations of adjacent rows: still the R
-    factor of the same rows, for the new column order."""
+    then made upper triangular again by Givens rotations of adjacent rows, with no
+    negative diagonal entry: still the R factor of the same rows, for the new column
+    order."""
     k = G.shape[0]
     moved = k  # the columns before the first that moved keep their place and entries
     for j in range(k):
@@ -1166,6 +1167,10 @@ def _retriangulate(G, old_pos, pos, tmp):
                 G[m - 1, j] = cs * g0 + sn * g1
                 G[m, j] = cs * g1 - sn * g0
             G[m, c] = 0.0
+    for m in range(moved, k):  # a moved column's entry on the diagonal may be negative: a row's sign is free,
+        if G[m, m] < 0.0:  # and with none negative a rotated row's residual has its sign (givens_residuals)
+            for j in range(m, width):
+                G[m, j] = -G[m, j]
 
 
 @jit(inline="always", error_model="numpy")
@@ -1198,6 +1203,25 @@ def _inverse_of_r(G, P, Rinv, d):
             q += abs(P[a, b]) * (d[a] * d[b])
         inverse_norm = max(inverse_norm, q)
     return k * inverse_norm
+
+
+@jit(inline="always", error_model="numpy")
+def _follow_r_rule(G, kept, order, pos, old_pos, norm2, tmp, nk):
+    """Flips columns of ``G`` (``nk`` of them kept) between kept and aliased until R's
+    in-order rule holds on it (:func:`_r_rule_flip`, :func:`_retriangulate`); returns the
+    number kept, or -1 where a column is too close to the rule's bound to tell."""
+    k = kept.shape[0]
+    while True:
+        j = _r_rule_flip(G, kept, pos, norm2)
+        if j == -2:
+            return -1
+        if j == -1:
+            return nk
+        kept[j] = not kept[j]
+        for q in range(k):
+            old_pos[q] = pos[q]
+        nk = _place_columns(kept, order, pos)
+        _retriangulate(G, old_pos, pos, tmp)
 
 
 @jit(error_model="numpy")
@@ -1254,17 +1278,9 @@ def givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps, G, tm
         else:
             _rotate_rows(G, u, 0, k)
         if i >= k - 1 and full_at < 0:  # R's rule on rows 0..i: the fit the next row sees
-            while True:
-                j = _r_rule_flip(G, kept, pos, norm2)
-                if j == -2:
-                    return False
-                if j == -1:
-                    break
-                kept[j] = not kept[j]
-                for q in range(k):
-                    old_pos[q] = pos[q]
-                nk = _place_columns(kept, order, pos)
-                _retriangulate(G, old_pos, pos, tmp)
+            nk = _follow_r_rule(G, kept, order, pos, old_pos, norm2, tmp, nk)
+            if nk < 0:
+                return False
             if nk == k:
                 full_at = i + 1
         # the sums' updates from the first full-rank prefix on, or k or 2k rows later (as
@@ -1275,17 +1291,87 @@ def givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps, G, tm
                         out[i + 1 - k:], steps, 0, False)
                 return True
             if i + 1 - full_at == 2 * k:  # still ill-conditioned: R's own updates, row by row
-                for a in range(k - 1, -1, -1):
-                    v = G[a, k]
-                    for m in range(a + 1, k):
-                        v -= G[a, m] * beta[m]
-                    beta[a] = v / G[a, a]
+                _coefficients_of_r(G, beta)
                 for c in range(i + 1, count):
                     w = recursive_residual(X, rows[first + c], y[first + c] - mean, beta, P, Px, True)
                     total += w * w
                     out[c - k] = total
                 return True
     return True
+
+
+@jit(inline="always", error_model="numpy")
+def _coefficients_of_r(G, beta):
+    """``beta``: the least-squares coefficients of the R factor ``G`` ``(k, k + 1)`` of
+    ``[X y]`` of full rank (back substitution)."""
+    k = G.shape[0]
+    for a in range(k - 1, -1, -1):
+        v = G[a, k]
+        for m in range(a + 1, k):
+            v -= G[a, m] * beta[m]
+        beta[a] = v / G[a, a]
+
+
+@jit(error_model="numpy")
+def givens_residuals(X, rows, y, first, step, count, out, refits, P, Px, G, tmp, u, kept, order, pos, old_pos,
+                     norm2, beta):
+    """:func:`recursive_residuals` (R's ``recresid``, ``refits`` exact refits after the
+    first full-rank fit) of ``count`` compacted rows from position ``first`` by ``step``,
+    by the Givens-updated factor of :func:`givens_recursion`: ``out[i - k]`` the
+    recursive residual of row ``i``, signed (what is left of its y after the rotations
+    into the kept columns' rows). While the rows are rank deficient this replaces a QR
+    refit per row, ``O(k^2)`` instead of ``O(i k^2)`` (season dummies: tens of rows).
+    From the first full-rank fit on, R's Sherman–Morrison updates follow
+    (:func:`recursive_residual`: no square root in their chain, unlike a rotation), from
+    that fit where its Gram is well conditioned, else from a refit every ``k`` rows
+    (the rows between by the factor: least squares) or the last refit's. Returns, as
+    :func:`recursive_residuals`, the rows of the first full-rank fit a row is predicted
+    from (``count + 1`` if none), with ``beta`` the fit of all rows where they have full
+    rank; -1, with nothing decided, where a column is too close to R's aliasing bound to
+    tell (the caller refits as R). Scratch as :func:`givens_recursion`."""
+    k = X.shape[1]
+    for a in range(k):
+        for b in range(k + 1):
+            G[a, b] = 0.0
+        kept[a] = True
+        norm2[a] = 0.0
+    nk = _place_columns(kept, order, pos)
+    full_at = -1
+    for i in range(count):
+        at = first + step * i
+        r = rows[at]
+        for q in range(k):
+            u[q] = X[r, order[q]]
+        if full_at < 0:
+            for j in range(k):
+                norm2[j] += X[r, j] * X[r, j]
+        u[k] = y[at]
+        if i >= k:
+            _rotate_rows(G, u, 0, nk)
+            out[i - k] = u[k]
+            _rotate_rows(G, u, nk, k)
+        else:
+            _rotate_rows(G, u, 0, k)
+        if i >= k - 1 and full_at < 0:  # R's rule on rows 0..i: the fit the next row sees
+            nk = _follow_r_rule(G, kept, order, pos, old_pos, norm2, tmp, nk)
+            if nk < 0:
+                return -1
+            if nk == k:
+                full_at = i + 1
+        # R's updates from R's first full-rank fit, or from a refit k rows later where that
+        # fit's Gram is ill-conditioned (R's updates from it lose digits that R's refit restores)
+        refit = full_at > 0 and (i + 1 - full_at) % k == 0 and i + 1 - full_at <= refits * k
+        if refit and i + 1 < count:
+            if _inverse_of_r(G, P, tmp, norm2) <= _SHORT_MAX_COND or i + 1 - full_at == refits * k:
+                _coefficients_of_r(G, beta)
+                for c in range(i + 1, count):
+                    at = first + step * c
+                    out[c - k] = recursive_residual(X, rows[at], y[at], beta, P, Px, True)
+                return full_at
+    if full_at < 0:
+        return count + 1
+    _coefficients_of_r(G, beta)  # every column kept: in their own order
+    return full_at if full_at < count else count + 1  # (all rows: no row left to predict from it)
 
 
 @jit(plain_args=True)

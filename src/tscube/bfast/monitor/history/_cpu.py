@@ -3,15 +3,17 @@
 Same rules as :mod:`tscube.bfast.monitor.history._reference` (the reference), organised for speed:
 
 * ROC: recursive residuals of the reversed candidates by rank-one (Sherman–Morrison)
-  updates of ``(X'X)^{-1}`` and the coefficients, not a refit per step. While the first
-  rows are rank deficient the step is a QR fit that drops aliased columns in order, as
-  R's ``recresid`` does (:func:`~tscube.bfast.core.bai_perron_cpu.recursive_residuals`, the
-  Bai–Perron triangle's). Designs of up to eight regressors (the usual trend and three
-  harmonics) run with the pixels as SIMD lanes (:func:`_roc_lanes_kernel`: compaction
-  of each pixel's candidates, then the recursion, fit and Rec-CUSUM scan in lockstep over
-  blocks of pixels); larger designs (season dummies), and pixels whose first rows are rank
-  deficient (after the lanes, in a kernel of their own: most calls never compile it),
-  one pixel at a time.
+  updates of ``(X'X)^{-1}`` and the coefficients, not a refit per step. Designs of up
+  to eight regressors (the usual trend and three harmonics) run with the pixels as SIMD
+  lanes (:func:`_roc_lanes_kernel`: compaction of each pixel's candidates, then the
+  recursion, fit and Rec-CUSUM scan in lockstep over blocks of pixels); larger designs
+  (season dummies), and pixels whose first rows are rank deficient (after the lanes, in
+  a kernel of their own: most calls never compile it), one pixel at a time. There, while
+  the first rows are rank deficient, the fit drops aliased columns in order as R's
+  ``recresid`` does, each row rotated into the QR factor of the rows before it
+  (:func:`~tscube.bfast.core.bai_perron_cpu.givens_residuals`; R's refit of every
+  prefix where a column sits too close to R's aliasing bound for that to tell,
+  :func:`~tscube.bfast.core.bai_perron_cpu.recursive_residuals`).
 * BP: the Bai–Perron segments' RSS and dynamic programme of :mod:`tscube.bfast.core.bai_perron_cpu`
   (shared with BFAST Lite), then the BIC choice of the number of breaks.
 
@@ -28,8 +30,8 @@ import numpy as np
 
 from ...._jit import CONTRACT, compile_jobs, jit
 from ...._threads import run_tasks
-from ...core.bai_perron_cpu import (PROGRAMME_CALLEES, breaks_of, memo_chunks, minus_2_loglik, optimal_partitions,
-                                    qr_fit_in_order, recursive_residuals, triangle_memo)
+from ...core.bai_perron_cpu import (PROGRAMME_CALLEES, breaks_of, givens_residuals, memo_chunks, minus_2_loglik,
+                                    optimal_partitions, qr_fit_in_order, recursive_residuals, triangle_memo)
 from ...core.inputs import PERFECT_FIT_RTOL
 from ...core.series_cpu import compact_valid, cube_bytes, load_tile_bytes, tile_buffer
 from ..plan import MonitorPlan
@@ -113,11 +115,17 @@ def _roc_start(w, m, level, exact_fit):
 
 
 @jit(error_model="numpy")
-def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx):
+def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx, givens):
     """ROC of one pixel's ``n > k`` compacted candidates (forward order): rows to drop
-    from the front and the no-crossing flag."""
+    from the front and the no-crossing flag. The recursive residuals by the
+    Givens-updated factor (``givens``: its scratch), or by R's refits where a column is
+    too close to R's aliasing bound for it to tell."""
     k = X.shape[1]
-    full_at = recursive_residuals(X, rows, y, n - 1, -1, n, w, Q, R, idx, beta, P, Px, _ROC_REFITS)
+    G, u, kept, order, pos, old_pos, norm2 = givens
+    full_at = givens_residuals(X, rows, y, n - 1, -1, n, w, _ROC_REFITS, P, Px, G, R, u, kept, order, pos, old_pos,
+                               norm2, beta)
+    if full_at < 0:
+        full_at = recursive_residuals(X, rows, y, n - 1, -1, n, w, Q, R, idx, beta, P, Px, _ROC_REFITS)
     y_scale = 0.0
     for j in range(n):
         y_scale = max(y_scale, abs(y[j]))
@@ -589,6 +597,8 @@ def _history_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, monitor_b
     R = np.empty((k, k))
     idx = np.empty(k, dtype=np.int64)
     Q = np.empty((k, T))  # Gram–Schmidt columns
+    givens = (np.empty((k, k + 1)), np.empty(k + 1), np.empty(k, dtype=np.bool_), np.empty(k, dtype=np.int64),
+              np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64), np.empty(k))
     bp_steps = 1 if roc_level is not None else T + 1
     sum_xx = np.empty((bp_steps, k, k))
     sum_xy = np.empty((bp_steps, k))
@@ -611,7 +621,7 @@ def _history_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, monitor_b
                     continue
                 drop = 0
                 if roc_level is not None:
-                    drop, flag = _roc_pixel(X, rows, y, n, roc_level, w, Q, R, Pinv, beta, Px, idx)
+                    drop, flag = _roc_pixel(X, rows, y, n, roc_level, w, Q, R, Pinv, beta, Px, idx, givens)
                     flagged[s, p] = flag
                 if bai_perron is not None:
                     drop = _bp_start(X, rows, y, n, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy, memo)
