@@ -206,7 +206,7 @@ def _downdate_8(W, width):
         lines += grouped([f"{w(tri(a, b))} -= g * q{b}" for b in range(a + 1)], I1)
     lines.append('''
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)  # one version for every caller's constants
 def update_lanes_8(X, rows, y, mean, U, W, active_from, nl, first, stop, seg, steps, at, record):
     """Forward Sherman–Morrison updates of lanes ``l < nl`` side by side over the
     compacted rows ``first..stop-1``, as ``bai_perron_cpu._update_8`` does for one

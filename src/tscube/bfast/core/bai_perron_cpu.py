@@ -88,7 +88,7 @@ def _dot(a, b, first, step, count):
     return (s0 + s1) + (s2 + s3)
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)
 def _upper_inverse(R, n, Rinv):
     """``Rinv[:n, :n]`` = the inverse of the upper triangle ``R[:n, :n]``, column by
     column by back substitution (``Rinv``'s lower triangle left as it is: zeros)."""
@@ -165,7 +165,7 @@ _GRAM_FIT_MIN_PIVOT = 1e-5
 _GRAM_FIT_MAX_COND = 1e8
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)
 def fit_in_order(X, rows, y, first, count, Q, R, idx, beta, P):
     """:func:`qr_fit_in_order` of ``count`` compacted rows from ``first`` (step 1), where
     the rows are well conditioned (:data:`_GRAM_FIT_MIN_PIVOT`,
@@ -255,7 +255,7 @@ def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P,
     return full_at
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)
 def recursive_residual(X, r, value, beta, P, Px, update):
     """The standardised prediction error of row ``r`` of ``X`` (observed ``value``) from
     the fit ``beta``, ``P = (X'X)^{-1}`` of the rows before it; with ``update``, the
@@ -507,7 +507,7 @@ def _first_rss(X, rows, y, mean, P, U, YY, i, j, yc, u, beta):
     return refined_rss(X, rows, i, j - i, yc, P, u, beta)
 
 
-@jit()
+@jit(plain_args=True)
 def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, steps, s0, record):
     """Sherman–Morrison updates of ``P`` = (X'X)^{-1} of a growing segment over ``count``
     compacted rows from ``first`` by ``step``; ``out[c]`` = ``total`` + the squared
@@ -554,7 +554,7 @@ def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, s
                 P[a, b] -= pa * Px[b]
 
 
-@jit()
+@jit(plain_args=True)
 def _update_8(X, rows, y, mean, U, fixed, first, step, count, total, P, out, steps, s0, record):
     """:func:`_update` for eight regressors (the default trend and three harmonics), the
     same operations in the same order (the same bits), ``P x`` in locals: with the loops
@@ -785,7 +785,7 @@ def programme_start(best, arg, M, n, lane, lanes):
                 arg[m, e, g] = -1
 
 
-@jit()
+@jit(plain_args=True)
 def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
     """Segments of rows ``i..first_end + c`` (RSS ``values[c, g]``, ``c < count``)
     offered to the programmes of lanes ``lane + g`` (``g < G``): those of at least ``h``
@@ -829,7 +829,7 @@ def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
                     at[g] = i - 1
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)
 def _programme_row_1(best, arg, M, n, h, i, first_end, values, count):
     """:func:`_programme_row` for one pixel whose programme is ``best``, ``arg``
     ``(M + 1, n)`` (contiguous: the compiler vectorises the offers) and segments' RSS
@@ -1457,7 +1457,7 @@ def _first_rss_lanes(X, rows, P, U, YY, i, j, centred, G, diff, gain, out, yc, u
         out[g] = refined_rss(X, rows, i, j - i, yc, P, u, beta)
 
 
-@jit()
+@jit(plain_args=True)
 def _replay_rows(steps, s0, count, first, step, fixed, U, centred, base, out, G, k):
     """The recorded updates ``s0..s0+count-1`` of :func:`_update` (rows ``first`` by
     ``step``, the segment's fixed end ``fixed``) for every lane at once:
@@ -1636,8 +1636,6 @@ PROGRAMME_CALLEES = (
                               "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], literal(0), b1")),
     (full_rank_lanes_8, arg_types("f8[:, :, ::1], i8, i8, f8, f8[::1]")),
     (first_fits_lanes_8, arg_types("f8[:, :, ::1], f8[:, ::1], f8[::1], i8, i8, i8, f8, f8[::1]")),
-    (update_lanes_8, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[::1], i8[::1], literal(0), i8, i8, "
-                               "f8[:, ::1], f8[:, ::1], i8[::1], b1")),
     (sums_segments, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, i8, f8[::1], "
                               "f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
     (update_lanes_8, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[::1], i8[::1], i8, i8, i8, "

@@ -669,7 +669,7 @@ def _downdate_8(W, width):
         W[32 * S + l] -= g * q4; W[33 * S + l] -= g * q5; W[34 * S + l] -= g * q6; W[35 * S + l] -= g * q7
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)  # one version for every caller's constants
 def update_lanes_8(X, rows, y, mean, U, W, active_from, nl, first, stop, seg, steps, at, record):
     """Forward Sherman–Morrison updates of lanes ``l < nl`` side by side over the
     compacted rows ``first..stop-1``, as ``bai_perron_cpu._update_8`` does for one
