@@ -1224,6 +1224,39 @@ def _follow_r_rule(G, kept, order, pos, old_pos, norm2, tmp, nk):
         _retriangulate(G, old_pos, pos, tmp)
 
 
+@jit(inline="always", error_model="numpy")
+def _empty_factor(G, kept, order, pos, norm2):
+    """The factor of no rows: ``G`` ``(k, k + 1)`` zero, every column kept in its own
+    order, no column sums of squares yet. Returns the number kept, ``k``."""
+    k = kept.shape[0]
+    for a in range(k):
+        for b in range(k + 1):
+            G[a, b] = 0.0
+        kept[a] = True
+        norm2[a] = 0.0
+    return _place_columns(kept, order, pos)
+
+
+@jit(inline="always", error_model="numpy")
+def _rotate_in(G, u, X, r, value, order, nk, norm2, add_norms):
+    """Row ``r`` of ``X`` (its columns in ``order``) with y ``value`` rotated into ``G``
+    (``nk`` kept columns first); with ``add_norms``, its squares added to the columns'
+    ``norm2``. Returns its restricted recursive residual: what is left of its y after
+    the rotations into the kept columns' rows (from the ``k``-th row on; the diagonal
+    kept non-negative, :func:`_retriangulate`, gives it its sign)."""
+    k = G.shape[0]
+    for q in range(k):
+        u[q] = X[r, order[q]]
+    if add_norms:
+        for j in range(k):
+            norm2[j] += X[r, j] * X[r, j]
+    u[k] = value
+    _rotate_rows(G, u, 0, nk)
+    residual = u[k]
+    _rotate_rows(G, u, nk, k)
+    return residual
+
+
 @jit(error_model="numpy")
 def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
     """:func:`givens_recursion` with its scratch allocated here."""
@@ -1254,29 +1287,14 @@ def givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps, G, tm
     ``(k, k + 1)``, ``tmp`` ``(k, k)``, ``u`` ``(k + 1,)``, ``kept`` (bool), ``order``,
     ``pos``, ``old_pos`` (int) and ``norm2``, ``beta`` ``(k,)``."""
     k = X.shape[1]
-    for a in range(k):
-        for b in range(k + 1):
-            G[a, b] = 0.0
-        kept[a] = True
-        norm2[a] = 0.0
-    nk = _place_columns(kept, order, pos)
+    nk = _empty_factor(G, kept, order, pos, norm2)
     full_at = -1
     total = 0.0
     for i in range(count):
-        r = rows[first + i]
-        for q in range(k):
-            u[q] = X[r, order[q]]
-        if full_at < 0:
-            for j in range(k):
-                norm2[j] += X[r, j] * X[r, j]
-        u[k] = y[first + i] - mean
+        residual = _rotate_in(G, u, X, rows[first + i], y[first + i] - mean, order, nk, norm2, full_at < 0)
         if i >= k:
-            _rotate_rows(G, u, 0, nk)
-            total += u[k] * u[k]  # the restricted recursive residual, squared
+            total += residual * residual
             out[i - k] = total
-            _rotate_rows(G, u, nk, k)
-        else:
-            _rotate_rows(G, u, 0, k)
         if i >= k - 1 and full_at < 0:  # R's rule on rows 0..i: the fit the next row sees
             nk = _follow_r_rule(G, kept, order, pos, old_pos, norm2, tmp, nk)
             if nk < 0:
@@ -1330,28 +1348,13 @@ def givens_residuals(X, rows, y, first, step, count, out, refits, P, Px, G, tmp,
     rank; -1, with nothing decided, where a column is too close to R's aliasing bound to
     tell (the caller refits as R). Scratch as :func:`givens_recursion`."""
     k = X.shape[1]
-    for a in range(k):
-        for b in range(k + 1):
-            G[a, b] = 0.0
-        kept[a] = True
-        norm2[a] = 0.0
-    nk = _place_columns(kept, order, pos)
+    nk = _empty_factor(G, kept, order, pos, norm2)
     full_at = -1
     for i in range(count):
         at = first + step * i
-        r = rows[at]
-        for q in range(k):
-            u[q] = X[r, order[q]]
-        if full_at < 0:
-            for j in range(k):
-                norm2[j] += X[r, j] * X[r, j]
-        u[k] = y[at]
+        residual = _rotate_in(G, u, X, rows[at], y[at], order, nk, norm2, full_at < 0)
         if i >= k:
-            _rotate_rows(G, u, 0, nk)
-            out[i - k] = u[k]
-            _rotate_rows(G, u, nk, k)
-        else:
-            _rotate_rows(G, u, 0, k)
+            out[i - k] = residual
         if i >= k - 1 and full_at < 0:  # R's rule on rows 0..i: the fit the next row sees
             nk = _follow_r_rule(G, kept, order, pos, old_pos, norm2, tmp, nk)
             if nk < 0:
