@@ -1364,7 +1364,7 @@ def givens_residuals(X, rows, y, first, step, count, out, refits, P, Px, G, tmp,
         # R's updates from R's first full-rank fit, or from a refit k rows later where that
         # fit's Gram is ill-conditioned (R's updates from it lose digits that R's refit restores)
         refit = full_at > 0 and (i + 1 - full_at) % k == 0 and i + 1 - full_at <= refits * k
-        if refit and i + 1 < count:
+        if refit and i + 1 < count:  # (norm2 as scratch: R's rule no longer needs it)
             if _inverse_of_r(G, P, tmp, norm2) <= _SHORT_MAX_COND or i + 1 - full_at == refits * k:
                 _coefficients_of_r(G, beta)
                 for c in range(i + 1, count):
