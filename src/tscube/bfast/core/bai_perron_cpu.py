@@ -231,7 +231,7 @@ def fit_residuals(X, rows, y, n, beta, e):
         e[i] = v
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)
 def recursive_residuals(X, rows, y, first, step, count, out, Q, R, idx, beta, P, Px, refits=_REFITS):
     """Recursive residuals (strucchange ``recresid``) of ``count`` compacted rows from
     position ``first`` by ``step`` (+1 forward, -1 reversed): ``count - k`` values to
@@ -1045,7 +1045,7 @@ def _forward(X, rows, y, mean, U, i, count, w, Q, R, idx, beta, P, Px, steps):
     k = X.shape[1]
     if _givens_recursion(X, rows, y, mean, U, i, count, w, P, Px, steps):
         return
-    recursive_residuals(X, rows, y, i, 1, count, w, Q, R, idx, beta, P, Px)
+    recursive_residuals(X, rows, y, i, 1, count, w, Q, R, idx, beta, P, Px, _REFITS)  # (ROC's types: one version)
     total = 0.0
     for c in range(count - k):
         total += w[c] * w[c]
@@ -1330,7 +1330,7 @@ def _coefficients_of_r(G, beta):
         beta[a] = v / G[a, a]
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", plain_args=True)
 def givens_residuals(X, rows, y, first, step, count, out, refits, P, Px, G, tmp, u, kept, order, pos, old_pos,
                      norm2, beta):
     """:func:`recursive_residuals` (R's ``recresid``, ``refits`` exact refits after the
