@@ -206,6 +206,82 @@ def test_a_callee_never_asked_for_is_a_stale_table(tmp_path):
     assert "never asked for unused" in done.stdout
 
 
+_BY_ADDRESS_KERNELS = textwrap.dedent("""
+    from numba import int64
+
+    from tscube._jit import Callees, function_type, jit
+
+    @jit(nogil=True)
+    def scaled_sum(x, scale, out):
+        s = 0.0
+        for v in x:
+            s += v * scale
+        out[0] = s
+
+    @jit(nogil=True)
+    def count(x, out):
+        out[1] = x.shape[0]
+        return x.shape[0] * 10
+
+    @jit(nogil=True)
+    def outer(task, n_tasks, x, out, calls):
+        calls[0](x, 2.0, out)
+        out[2] = calls[1](x, out)
+
+    CALLS = Callees((scaled_sum, function_type("f8[::1], f8, f8[::1]")),
+                    (count, function_type("f8[::1], f8[::1]", returns=int64)))
+""")
+
+
+def test_callees_by_address_compile_elsewhere_once_and_stay_out_of_the_kernel(tmp_path):
+    """Callees: a kernel calls its callees through their addresses. Its type needs
+    nothing compiled, so other processes compile the callees while this one compiles the
+    kernel; the call loads them from the cache, the kernel's module holds no code of
+    theirs, and a second kernel (here: the same, in a new process) loads everything."""
+    (tmp_path / "kernels_by_address.py").write_text(_BY_ADDRESS_KERNELS)
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import kernels_by_address as k
+        from tscube import _jit
+        from tscube._threads import run_tasks
+
+        x, out = np.arange(5.0), np.zeros(3)
+        args = (0, 1, x, out, k.CALLS)
+        jobs = _jit.compile_jobs(k.outer, args)
+        if sys.argv[1] == "first":
+            # the callees, not the kernel, in two processes
+            assert [(job[0], job[2]) for job in jobs] == [(k.scaled_sum, k.outer), (k.count, k.outer)], jobs
+            assert _jit.compile_elsewhere(jobs)
+            assert len({job.process for jobs in _jit._PENDING.values() for job in jobs.values()}) == 2
+            assert not _jit.compile_jobs(k.outer, args)  # already under way
+        else:
+            assert not jobs  # all cached
+        run_tasks(k.outer, 1, x, out, k.CALLS)
+        assert out.tolist() == [20.0, 5.0, 50.0], out
+        assert not _jit._PENDING
+        assert not k.scaled_sum.stats.cache_misses and not k.count.stats.cache_misses  # loaded
+        module = str(k.outer.overloads[k.outer.signatures[0]].library._get_module_for_linking())
+        assert "scaled_sum" not in module and "count" not in module
+        print("kernel", "compiled" if k.outer.stats.cache_misses else "loaded")
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    for run, kernel in (("first", "compiled"), ("second", "loaded")):
+        done = subprocess.run([sys.executable, "-c", script, run], env=env, capture_output=True, text=True,
+                              cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"kernel {kernel}", done.stdout
+
+
+def test_callees_by_address_are_dealt_to_processes_back_and_forth():
+    from tscube._jit import _deal
+
+    assert _deal(list("abcdef"), 2) == [["a", "d", "e"], ["b", "c", "f"]]
+    assert _deal(list("abc"), 4) == [["a"], ["b"], ["c"]]
+    assert _deal([], 2) == []
+
+
 @pytest.mark.parametrize("dtype, options", [
     ("float32", {}),
     ("int16", {"nodata": -3000, "return_process": True}),
@@ -407,7 +483,8 @@ def test_each_history_kernel_holds_only_its_own_method():
     wide for the lanes) and once for BP: numba prunes a branch at compile time only where
     an argument is None, so each method has an argument of its own that the other passes
     as None. ROC's kernel held the whole Bai–Perron programme before. The check reads each compiled version's LLVM module,
-    the one numba links into callers (a private numba API; also from the cache)."""
+    the one numba links into callers (a private numba API; also from the cache). BP's holds the programme's own
+    code (``_programme_row_1``) but not its callees by address (``replay_partitions``: tscube._jit.Callees)."""
     from tscube import bfast_monitor
     from tscube.bfast.monitor.history import _cpu as history_cpu
     from tscube.datasets import make_cube
@@ -421,6 +498,6 @@ def test_each_history_kernel_holds_only_its_own_method():
         method = "ROC" if isinstance(bai_perron, numba.types.NoneType) else "BP"
         assert isinstance(roc_level, numba.types.NoneType) == (method == "BP")
         module = str(compiled.library._get_module_for_linking())
-        modules[method] = {name: name in module for name in ("_roc_pixel", "replay_partitions")}
-    assert modules == {"ROC": {"_roc_pixel": True, "replay_partitions": False},
-                       "BP": {"_roc_pixel": False, "replay_partitions": True}}
+        modules[method] = {name: name in module for name in ("_roc_pixel", "_programme_row_1", "replay_partitions")}
+    assert modules == {"ROC": {"_roc_pixel": True, "_programme_row_1": False, "replay_partitions": False},
+                       "BP": {"_roc_pixel": False, "_programme_row_1": True, "replay_partitions": False}}

@@ -3,8 +3,9 @@ and both flags that a callee would otherwise inherit, ``fastmath`` and ``error_m
 always set; the stamp of its cache, which covers the modules a kernel compiles in; cache
 writes under a file lock (:class:`LockedCacheFile`); compiling a kernel, or a kernel's
 largest callees, in another process while this one does other work
-(:func:`compile_jobs`, :func:`compile_elsewhere`); and the notice that numba is
-compiling (:func:`compile_notice`). docs/performance.md says what a first
+(:func:`compile_jobs`, :func:`compile_elsewhere`); a kernel's largest callees called
+through their addresses instead of compiled into it (:class:`Callees`); and the notice
+that numba is compiling (:func:`compile_notice`). docs/performance.md says what a first
 call costs and why.
 
 numba compiles a function that leaves one of these flags unset with the value of the
@@ -20,7 +21,8 @@ cache holds. ``tests/test_jit_flags.py`` checks every kernel of the package.
 Functions with ``inline="always"`` are inlined into the caller's numba IR before typing
 and compiled with the caller's flags; their own flags only apply when Python calls them.
 
-A cached kernel holds the machine code of every jitted function it calls and the values
+A cached kernel holds the machine code of every jitted function it calls (but those it
+calls by address, :class:`Callees`: they have caches of their own) and the values
 of the module constants it reads, wherever they are defined; numba checks a cache
 against the kernel's own source file only, so a kernel whose module was unchanged ran
 the old code of a helper, or an old constant, from another module that had changed.
@@ -39,6 +41,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from functools import lru_cache, partial
 from pathlib import Path
@@ -46,6 +49,8 @@ from pathlib import Path
 from numba import njit, types
 from numba.core import caching, event, sigutils
 from numba.core.caching import _CacheLocator
+from numba.core.errors import NumbaExperimentalFeatureWarning
+from numba.extending import typeof_impl
 
 try:
     import fcntl
@@ -86,6 +91,83 @@ def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: boo
         return dispatcher
 
     return decorator
+
+
+def function_type(spec: str, *more, returns=types.none) -> types.FunctionType:
+    """numba's type of a jitted function called by address (:class:`Callees`) with
+    arguments ``spec`` (:func:`arg_types`' notation) and then ``more`` (numba types, e.g.
+    the function types of callees it is passed), returning ``returns``."""
+    return types.FunctionType(returns(*arg_types(spec), *more))
+
+
+# numba warns at each typing of a call through a first-class function type (the feature
+# is marked experimental since numba 0.49); tscube's kernels rely on it, tested
+warnings.filterwarnings("ignore", message="First-class function type feature is experimental",
+                        category=NumbaExperimentalFeatureWarning)
+
+
+class Callees(tuple):
+    """Jitted functions that a kernel calls through their addresses (numba's first-class
+    functions), each with the numba type it is called with (:func:`function_type`): a
+    tuple of the functions, passed to the kernel as one argument and called there as
+    ``calls[INDEX](...)`` with a constant ``INDEX``.
+
+    A kernel links the code of the jitted functions it calls, and LLVM optimises and
+    emits that code again in every caller's module, at every level of calls; a kernel
+    compiles after its callees. A callee called by address is compiled once, on its own,
+    into its own cache entry, which every kernel that calls it shares, and needs nothing
+    compiled to type its callers: :func:`compile_jobs` lists those not cached yet for
+    other processes to compile while this one compiles the kernel. Each call costs an
+    indirect call (no inlining), so callees by address are those whose calls do much
+    work (docs/performance.md). A call's arguments must have the types of the callee's
+    function type exactly (numba raises a typing error otherwise)."""
+
+    def __new__(cls, *entries):
+        self = super().__new__(cls, (function for function, _ in entries))
+        self.entries = entries
+        self.numba_type = types.Tuple(tuple(kind for _, kind in entries))
+        for function, _ in entries:
+            _remember_addresses(function)
+        return self
+
+    def __add__(self, other):
+        """These callees, then ``other``'s (a kernel's own after a shared programme's)."""
+        return Callees(*self.entries, *other.entries)
+
+    def __reduce__(self):
+        return Callees, tuple(self.entries)
+
+    def jobs(self) -> list:
+        """``(function, argument types)`` of each callee, for :func:`compile_jobs`."""
+        return [(function, tuple(kind.signature.args)) for function, kind in self.entries]
+
+
+@typeof_impl.register(Callees)
+def _typeof_callees(value, context):
+    return value.numba_type
+
+
+def _remember_addresses(dispatcher) -> None:
+    """Make ``dispatcher``'s ``get_compile_result``, which numba calls twice for each callee
+    by address at each call of a kernel from Python (to read its addresses), answer from a
+    memo: numba's own hashes the argument types each time (45 us for the Bai–Perron
+    programme's, about 1 ms per kernel call for all its callees). numba passes the same
+    signature object each time (its constants are unpickled once per process)."""
+    plain = getattr(type(dispatcher), "get_compile_result", None)
+    if plain is None or getattr(dispatcher, "_tscube_addresses", None) is not None:
+        return  # numba's jit disabled (NUMBA_DISABLE_JIT: a plain function), or done
+    memo: dict = {}
+
+    def get_compile_result(sig):
+        hit = memo.get(id(sig))
+        if hit is not None and hit[0] is sig:
+            return hit[1]
+        result = plain(dispatcher, sig)
+        memo[id(sig)] = (sig, result)
+        return result
+
+    dispatcher._tscube_addresses = memo
+    dispatcher.get_compile_result = get_compile_result
 
 
 def _call_template(dispatcher, plain_args, args, kws):
@@ -331,55 +413,81 @@ def arg_types(spec: str) -> tuple:
 
 
 def compile_jobs(kernel, args, callees=()) -> list:
-    """What another process can compile for a first call of ``kernel`` on ``args``
-    (:func:`compile_elsewhere`'s jobs): nothing when this process or numba's cache has
-    the kernel (or caching is off); else the kernel itself, or, given ``callees`` (pairs
-    of a function the kernel calls and the argument types it calls it with, which this
-    process's compile of the kernel then loads from the cache), those of them that are
-    not cached.
+    """What other processes can compile for a first call of ``kernel`` on ``args``
+    (:func:`compile_elsewhere`'s jobs): the callees by address of its :class:`Callees`
+    arguments that numba's cache lacks (this process compiles the kernel meanwhile);
+    then, when neither this process nor the cache has the kernel, and it has no callees
+    by address, the kernel itself, or, given ``callees`` (pairs of a function the kernel
+    links and the argument types it calls it with, which this process's compile of the
+    kernel then loads from the cache), those of them that are not cached.
 
     A kernel links the machine code of its callees, so the callees a kernel's compile
     spends most of its time in can be compiled by another process meanwhile: on two
     cores, this process compiles the rest of the kernel while the other compiles them."""
     if not hasattr(kernel, "typeof_pyval"):  # numba's jit disabled (NUMBA_DISABLE_JIT): nothing to compile
         return []
+    jobs = []
+    by_address = [job for arg in args if isinstance(arg, Callees) for job in arg.jobs()]
+    for function, sig in by_address:
+        if (_cache_state(function, sig) == "missing" and sig not in _PENDING.get(function, {})
+                and not any(function is other and sig == other_sig for other, other_sig, _ in jobs)):
+            jobs.append((function, sig, kernel))
     sig = tuple(kernel.typeof_pyval(arg) for arg in args)
     if _cache_state(kernel, sig) != "missing" or sig in _PENDING.get(kernel, {}):
-        return []
-    if not callees:
+        return jobs
+    if not callees and not by_address:
         return [(kernel, sig, kernel)]
-    return [(callee, tuple(callee_sig), kernel) for callee, callee_sig in callees
-            if _cache_state(callee, tuple(callee_sig)) == "missing"]
+    return jobs + [(callee, tuple(callee_sig), kernel) for callee, callee_sig in callees
+                   if _cache_state(callee, tuple(callee_sig)) == "missing"]
+
+
+def _processes(n_jobs: int) -> int:
+    """How many processes :func:`compile_elsewhere` shares ``n_jobs`` among: two at least
+    (on two cores, this process compiles its kernel beside them), one per spare core
+    beyond, four at most (each holds an interpreter with numba)."""
+    return max(1, min(n_jobs, 4, max(2, (os.cpu_count() or 1) - 1)))
+
+
+def _deal(jobs: list, n: int) -> list:
+    """``jobs`` (in decreasing order of their compile time) dealt to ``n`` processes
+    back and forth (1, 2, 2, 1, 1, 2, ...), so that each gets a similar share."""
+    groups = [[] for _ in range(n)]
+    for i, job in enumerate(jobs):
+        lap, place = divmod(i, n)
+        groups[place if lap % 2 == 0 else n - 1 - place].append(job)
+    return [group for group in groups if group]
 
 
 def compile_elsewhere(jobs) -> bool:
     """Start compiling ``jobs`` (:func:`compile_jobs`' ``(function, argument types,
-    owner)`` triples), in their order, in one new process, into numba's on-disk cache;
+    owner)`` triples, in decreasing order of compile time), in new processes
+    (:func:`_processes`; each compiles its share in order), into numba's on-disk cache;
     this process meanwhile compiles or runs something else (numba compiles one function
     at a time per process). A kernel compiled elsewhere is waited for by
-    :func:`tscube._threads.run_tasks` (:func:`wait_compiled`), a callee by the typing of
-    the kernel that calls it; both then load it from the cache. Returns whether a
-    process was started."""
+    :func:`tscube._threads.run_tasks` (:func:`wait_compiled`), and so are callees by
+    address; a linked callee by the typing of the kernel that calls it; all are then
+    loaded from the cache. Returns whether a process was started."""
     with _PENDING_LOCK:
         jobs = [(function, sig, owner) for function, sig, owner in jobs if sig not in _PENDING.get(function, {})]
-        if not jobs:
-            return False
-        payload = pickle.dumps([(function.py_func.__module__, function.py_func.__qualname__, sig)
-                                for function, sig, _ in jobs])
-        try:
-            process = subprocess.Popen([sys.executable, "-c", "from tscube._jit import _compile_job; _compile_job()"],
-                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        except OSError:  # no interpreter to start (an embedded Python): compile here as usual
-            return False
-        try:
-            process.stdin.write(payload)
-            process.stdin.close()
-        except OSError:  # the process died at once: the call compiles its kernels itself
-            pass
-        for function, sig, owner in jobs:
-            _PENDING.setdefault(function, {})[sig] = _Job(process, owner)
-        _RUNNING[:] = [other for other in _RUNNING if other.poll() is None] + [process]  # reaps the ended
-        return True
+        started = False
+        for share in _deal(jobs, _processes(len(jobs))):
+            payload = pickle.dumps([(function.py_func.__module__, function.py_func.__qualname__, sig)
+                                    for function, sig, _ in share])
+            try:
+                process = subprocess.Popen([sys.executable, "-c", "from tscube._jit import _compile_job; _compile_job()"],
+                                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            except OSError:  # no interpreter to start (an embedded Python): compile here as usual
+                return started
+            try:
+                process.stdin.write(payload)
+                process.stdin.close()
+            except OSError:  # the process died at once: the call compiles its kernels itself
+                pass
+            for function, sig, owner in share:
+                _PENDING.setdefault(function, {})[sig] = _Job(process, owner)
+            _RUNNING[:] = [other for other in _RUNNING if other.poll() is None] + [process]  # reaps the ended
+            started = True
+        return started
 
 
 def _await(function, sig, job: _Job) -> None:
@@ -407,9 +515,25 @@ def _wait_for_callee(function, args, kws) -> None:
         _await(function, sig, job)
 
 
-def wait_compiled(kernel) -> None:
-    """Wait for :func:`compile_elsewhere`'s process compiling ``kernel``, if any (the
-    kernel is then in the cache, unless that process failed: then the call compiles it)."""
+def wait_compiled(kernel, args=()) -> None:
+    """Before ``kernel``'s call on ``args``: wait for :func:`compile_elsewhere`'s process
+    compiling ``kernel``, if any (the kernel is then in the cache, unless that process
+    failed: then the call compiles it); with callees by address in ``args``
+    (:class:`Callees`), compile the kernel here first, then wait for those compiled
+    elsewhere and load them all (a call would compile a missing one in a worker thread,
+    the others waiting)."""
+    by_address = [job for arg in args if isinstance(arg, Callees) for job in arg.jobs()]
+    if by_address and hasattr(kernel, "typeof_pyval"):
+        sig = tuple(kernel.typeof_pyval(arg) for arg in args)
+        if sig not in kernel.overloads:
+            kernel.compile(sig)
+        for function, callee_sig in by_address:
+            job = _PENDING.get(function, {}).get(callee_sig)
+            if job is not None and not job.asked:
+                job.asked = True
+                _await(function, callee_sig, job)
+            if callee_sig not in function.overloads:
+                function.compile(callee_sig)
     if not _PENDING:
         return
     with _PENDING_LOCK:

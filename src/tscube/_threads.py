@@ -47,7 +47,7 @@ def run_tasks(kernel, n_tasks: int, *args) -> None:
     whose tasks write disjoint outputs. Re-raises the first exception of a task after
     every thread has stopped (no thread is left writing into the outputs)."""
     n_tasks = int(n_tasks)
-    wait_compiled(kernel)  # being compiled in another process: load it from the cache once done
+    wait_compiled(kernel, (0, n_tasks, *args))  # compiled in other processes: load from the cache once done
     try:
         _run(kernel, n_tasks, args)
     except BaseException:

@@ -26,9 +26,9 @@ import math
 
 import numpy as np
 
-from ..._jit import arg_types, compile_elsewhere, compile_jobs, jit
+from ..._jit import Callees, arg_types, compile_elsewhere, compile_jobs, function_type, jit
 from ..._threads import run_tasks
-from ..core.bai_perron_cpu import (MEMO_TYPES, PROGRAMME_CALLEES, REPLAY_CALLEE, REPLAY_SCRATCH_TYPES, breaks_of,
+from ..core.bai_perron_cpu import (MEMO_TYPES, PROGRAMME_CALLS, REPLAY_SCRATCH_TYPES, breaks_of,
                                    dummy_partitions, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
                                    qr_fit_in_order, replay_scratch, triangle_memo)
 from ..core.inputs import invalid_mask
@@ -188,7 +188,8 @@ def _fit_segments(X, cycle, dummy, Xh, rows, y, n, breaks, m, scratch, e, gamma,
 
 @jit(inline="always")
 def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, failed, width, h_frac, level, asked,
-                test, table, table_h, table_p, scratch, best, arg, buffers, breaks, confint, fitted, m_out, p_out):
+                test, table, table_h, table_p, scratch, best, arg, buffers, breaks, confint, fitted, m_out, p_out,
+                calls):
     """One component's step (reference ``component_step``) for the active pixels of a
     block: per pixel the component ``comp = y - other`` (the series less the other
     component), its no-break fit and pre-test; the Bai–Perron programmes of the pixels
@@ -197,7 +198,7 @@ def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, fai
     stops, the pixel leaves ``active`` with its status in ``failed``. ``cycle``: the
     dummy model's seasons (its gap-free pixels in closed form), else empty; ``Xh`` as
     :func:`_fit_segments`. (Empty arrays, not None: one compiled version serves every
-    component.)"""
+    component.) ``calls``: :data:`CLASSIC_CALLS`."""
     Q, R, idx, beta, P, Px, S, U, YY, seg_beta, memo, replay = scratch
     e, w, ones, counts, gamma, seg_gamma, means, seg, group, need = buffers
     k = X.shape[1]
@@ -246,10 +247,10 @@ def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, fai
                 size += 1
                 need[g] = False
         if dummy and gap_free[q]:
-            dummy_partitions(cycle, gamma.shape[0], comp, group[:size], n, h, M, best, arg, 0, counts, means, seg)
+            calls[_DUMMY](cycle, gamma.shape[0], comp, group[:size], n, h, M, best, arg, 0, counts, means, seg)
         else:
             group_partitions(X, rows, comp, group[:size], n, h, M, best, arg, memo, replay, w, Q, R, idx, beta, P, Px,
-                             S, U, YY)
+                             S, U, YY, calls)
         for gi in range(size):
             g = group[gi]
             if asked >= 0:
@@ -266,8 +267,8 @@ def _block_step(X, cycle, Xh, rows, y, other, comp, n_obs, gap_free, active, fai
                 m = max(m, 1)  # R: breakpoints(bp, breaks = NULL) takes length(NA) = 1 break
             breaks_of(arg, m, n, breaks[g], gi)
             m_out[g] = m
-            _fit_segments(X, cycle, dummy and gap_free[g], Xh, rows[g], comp[g], n, breaks[g], m, scratch, e,
-                          gamma, seg_gamma, counts, ones, w, confint[g], fitted[g])
+            calls[_FIT](X, cycle, dummy and gap_free[g], Xh, rows[g], comp[g], n, breaks[g], m, scratch, e,
+                        gamma, seg_gamma, counts, ones, w, confint[g], fitted[g])
     for g in range(width):
         if active[g] and m_out[g] < 0:
             failed[g] = -m_out[g]
@@ -299,7 +300,7 @@ def _classic_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, start, Xt, X
                     h_frac, level_t, level_s, asked_t, asked_s, test, max_iter, table, table_h, table_p, max_m, block,
                     status, n_iter, magnitude, magnitude_index, magnitudes, trend_out, seasonal_out, remainder_out,
                     n_trend, trend_index, trend_ci, trend_p, n_season, season_index, season_ci, season_p,
-                    iter_trend, iter_season):
+                    iter_trend, iter_season, calls):
     """Chunk ``c`` of ``n_chunks`` of consecutive blocks of ``block`` pixels (a task of
     :func:`tscube._threads.run_tasks`; one triangle memo per design and chunk).
 
@@ -388,7 +389,7 @@ def _classic_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, start, Xt, X
                             h_frac, level_t if on_trend else level_s, asked_t if on_trend else asked_s, test, table,
                             table_h, table_p, t_scratch if on_trend else s_scratch, best, arg, buffers,
                             tb if on_trend else sb, tci if on_trend else sci, trend if on_trend else seasonal,
-                            m_t if on_trend else m_s, p_t if on_trend else p_s)
+                            m_t if on_trend else m_s, p_t if on_trend else p_s, calls)
             any_active = False
             for g in range(width):
                 if not active[g]:
@@ -457,20 +458,28 @@ def _classic_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, start, Xt, X
                 remainder_out[t, p] = y[g, i] - trend[g, i] - seasonal[g, i]
 
 
-#: What a first compile of :func:`_classic_kernel` has another process compile
-#: (:func:`tscube._jit.compile_jobs`) besides :data:`REPLAY_CALLEE`, in the order its
-#: typing reaches them.
+#: :func:`_classic_kernel`'s callees by address (:class:`tscube._jit.Callees`): the
+#: Bai–Perron programme's, then a component's fits and intervals (:func:`_fit_segments`)
+#: and the dummy model's closed-form programme
+#: (:func:`~tscube.bfast.core.bai_perron_cpu.dummy_partitions`).
+CLASSIC_CALLS = PROGRAMME_CALLS + Callees(
+    (_fit_segments, function_type(
+        "f8[:, ::1], i8[::1], b1, f8[:, ::1], i8[::1], f8[::1], i8, i8[::1], i8, "
+        "Tuple((f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], f8[::1], f8[:, :, ::1], f8[:, ::1], f8[::1], "
+        f"f8[:, ::1], {MEMO_TYPES}, {REPLAY_SCRATCH_TYPES})), f8[::1], f8[::1], f8[:, ::1], i8[::1], f8[::1], "
+        "f8[::1], f8[:, ::1], f8[::1]")),
+    (dummy_partitions, function_type("i8[::1], i8, f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], i8, "
+                                     "i8[::1], f8[:, ::1], f8[:, ::1]")),
+)
+_FIT, _DUMMY = len(PROGRAMME_CALLS), len(PROGRAMME_CALLS) + 1
+
+#: What a first compile of :func:`_classic_kernel` has another process compile besides
+#: its callees by address (:func:`tscube._jit.compile_jobs`), in the order its typing
+#: reaches them.
 _KERNEL_CALLEES = (
     (qr_fit_in_order, arg_types("f8[:, ::1], i8[::1], f8[::1], i8, i8, i8, f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], "
                                 "f8[:, ::1]")),
     (pretest_pvalue, arg_types("f8[::1], i8, i8, i8, f8, f8, i8, f8[:, ::1], f8[::1], f8[::1]")),
-    (dummy_partitions, arg_types("i8[::1], i8, f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], "
-                                 "literal(0), i8[::1], f8[:, ::1], f8[:, ::1]")),
-    *PROGRAMME_CALLEES,
-    (_fit_segments, arg_types("f8[:, ::1], i8[::1], b1, f8[:, ::1], i8[::1], f8[::1], i8, i8[::1], i8, "
-                              "Tuple((f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], f8[::1], f8[:, :, ::1], "
-                              f"f8[:, ::1], f8[::1], f8[:, ::1], {MEMO_TYPES}, {REPLAY_SCRATCH_TYPES})), f8[::1], "
-                              "f8[::1], f8[:, ::1], i8[::1], f8[::1], f8[::1], f8[:, ::1], f8[::1]")),
 )
 
 
@@ -501,11 +510,10 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
         out["status"], out["n_iter"], out["magnitude"], out["magnitude_index"], out["magnitudes"], out["trend"],
         out["seasonal"], out["remainder"], out["n_trend_breaks"], out["trend_break_index"], out["trend_confint"],
         out["trend_pretest_p"], out["n_season_breaks"], out["season_break_index"], out["season_confint"],
-        out["season_pretest_p"], iter_trend, iter_season,
+        out["season_pretest_p"], iter_trend, iter_season, CLASSIC_CALLS,
     ]
-    # a first call: two other processes compile the kernel's largest callees while this one
-    # compiles the STL start, then the rest of the kernel
-    compile_elsewhere(compile_jobs(_classic_kernel, (0, n_chunks, *args), (REPLAY_CALLEE,)))
+    # a first call: other processes compile the kernel's callees while this one compiles
+    # the STL start, then the kernel
     compile_elsewhere(compile_jobs(_classic_kernel, (0, n_chunks, *args), _KERNEL_CALLEES))
     args[4], status = start_seasonal(values, invalid, plan.freq, "cpu")
     out["status"][:] = status

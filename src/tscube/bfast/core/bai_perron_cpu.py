@@ -24,6 +24,11 @@ Same rules as :mod:`tscube.bfast.core.bai_perron` (the reference), organised for
 * pixels with the same valid dates share everything above but their values: one
   records it, the others replay it together, the pixels as SIMD lanes.
 
+The kernels that run the programme call its largest parts (the replay, R's recursion, the
+lane starts, the last segments, a start's segments) through their addresses
+(:data:`PROGRAMME_CALLS`, :class:`tscube._jit.Callees`): compiled once each and shared
+by every kernel, never compiled into one.
+
 Shared by ``bfast_monitor(history="BP")`` (:mod:`tscube.bfast.monitor.history._cpu`) and BFAST
 Lite (:mod:`tscube.bfast.lite._cpu`).
 """
@@ -35,7 +40,7 @@ import math
 import numba
 import numpy as np
 
-from ..._jit import arg_types, jit
+from ..._jit import Callees, function_type, jit
 from .ols import LM_FIT_TOL
 from .ols_cpu import add_normal_row, cholesky_in_place, cholesky_solve
 from .start_lanes_8_cpu import first_fits_lanes_8, full_rank_lanes_8, update_lanes_8
@@ -864,7 +869,7 @@ def _programme_row_1(best, arg, M, n, h, i, first_end, values, count):
 
 @jit(inline="always")  # compiled in each kernel that calls it, not once more on its own (docs/performance.md)
 def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
-                       force_record=False):
+                       calls, force_record=False):
     """Bai–Perron dynamic programme of one pixel for ``m = 0..M`` breaks into lane
     ``lane`` of ``best``/``arg`` (``(M + 1, T, lanes)``): ``best[m, e]`` the least RSS of
     rows ``0..e`` in ``m + 1`` segments of at least ``h`` rows, ``arg[m, e]`` the last row
@@ -889,15 +894,15 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
     ``memo`` (:func:`triangle_memo`): pixels in a row with the same rows, ``n`` and ``h``
     (a cloud-free stack, pixels under the same clouds) share the kinds of start, inverse
     Grams and update steps, which depend on the rows only: the second records them, the
-    others replay them, bit for bit the same segments at O(k) instead of O(k^2) per
     update (:func:`replay_partitions`); in BFAST Lite the first of a group of such pixels
-    records (``force_record``: record whatever came before) and the group replays."""
+    records (``force_record``: record whatever came before) and the group replays.
+    ``calls``: :data:`PROGRAMME_CALLS` (a kernel's own callees may follow)."""
     k = X.shape[1]
     memo_rows, key, memo_P, kinds, steps, last, one_lane, _ = memo
     same = _same_rows(memo, rows, n, h)
     if same and key[2] == 1:  # recorded: a group of one
-        replay_partitions(X, rows, y.reshape((1, y.shape[0])), np.zeros(1, dtype=np.int64), n, h, M, best, arg,
-                          lane, memo, one_lane, beta, P, Px, Q, R, idx, w)
+        calls[_REPLAY](X, rows, y.reshape((1, y.shape[0])), np.zeros(1, dtype=np.int64), n, h, M, best, arg,
+                       lane, memo, one_lane, beta, P, Px, Q, R, idx, w, calls[_FORWARD])
         return
     # recorded for the second pixel in a row with these rows: a pixel whose valid dates
     # are its own (random gaps) costs the memo only the comparison and a copy of its rows
@@ -920,16 +925,15 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
         if back:
             _copy_square(memo_P, n, P)
     if back:  # last[i]: the RSS of the last segment i..n-1, from one pass backwards
-        last_segments(X, rows, y, mean, P, U, YY, n, h, last, w, Q[0], Px, beta, steps, at, record)
+        calls[_LAST](X, rows, y, mean, P, U, YY, n, h, last, w, Q[0], Px, beta, steps, at, record)
         at += n - h
     stop = (n - h) if back else n
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
         if sums and i > 0 and k == 8:  # the others side by side, LANES at a time
-            for i0 in range(i, n - h + 1, LANES):
-                at = _start_batch(X, rows, y, mean, n, h, M, solo_best, solo_arg, i0, min(LANES, n - h + 1 - i0), back,
-                                  stop, S, U, YY, w, Q, R, idx, beta, P, Px, memo, record, at)
+            at = calls[_LANE_STARTS](X, rows, y, mean, n, h, M, solo_best, solo_arg, i, back, stop, S, U, YY, w, Q, R,
+                                     idx, beta, P, Px, memo, record, at, calls[_FORWARD])
             break
         kind = start_kind(X, rows, n, h, i, back, S, Q, R, P)
         if record:
@@ -937,11 +941,11 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             if kind == _START_SUMS:
                 _copy_square(memo_P, i, P)
         if kind == _START_RECURSION:
-            _forward(X, rows, y, mean, U, i, n - i, w, Q, R, idx, beta, P, Px, steps)
+            calls[_FORWARD](X, rows, y, mean, U, i, n - i, w, Q, R, idx, beta, P, Px, steps)
             _programme_row_1(solo_best, solo_arg, M, n, h, i, i + k, w, n - i - k)
             continue
         if kind == _START_SUMS:
-            sums_segments(X, rows, y, mean, P, U, YY, i, h, stop, w, Q[0], Px, beta, steps, at, record)
+            calls[_SUMS](X, rows, y, mean, P, U, YY, i, h, stop, w, Q[0], Px, beta, steps, at, record)
             at += stop - i - h
             _programme_row_1(solo_best, solo_arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
         if back:
@@ -954,9 +958,9 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             arg[m, e, lane] = solo_arg[m, e]
 
 
-@jit(inline="always")  # one call site: compiled once, in optimal_partitions (docs/performance.md)
+@jit(inline="always")  # one call site: compiled in lane_starts (docs/performance.md)
 def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S, U, YY, w, Q, R, idx, beta, P, Px,
-                 memo, record, at):
+                 memo, record, at, forward):
     """Starts ``i0..i0+count-1`` (``count <= LANES``, all after the first) of
     :func:`optimal_partitions` for eight regressors, side by side
     (:mod:`tscube.bfast.core.start_lanes_cpu`): each start's kind as there, the first fits
@@ -1023,7 +1027,7 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
     for l in range(count):
         i = i0 + l
         if start_kinds[l] == _START_RECURSION:
-            _forward(X, rows, y, mean, U, i, n - i, w, Q, R, idx, beta, P, Px, steps)
+            forward(X, rows, y, mean, U, i, n - i, w, Q, R, idx, beta, P, Px, steps)
             _programme_row_1(best, arg, M, n, h, i, i + k, w, n - i - k)
             continue
         if start_kinds[l] == _START_SUMS:
@@ -1034,6 +1038,21 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
             _programme_row_1(best, arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
         if back:
             _programme_row_1(best, arg, M, n, h, i, n - 1, last[i:], 1)
+    return at
+
+
+@jit()
+def lane_starts(X, rows, y, mean, n, h, M, best, arg, i, back, stop, S, U, YY, w, Q, R, idx, beta, P, Px, memo, record,
+                at, forward):
+    """The starts ``i..n-h`` (after the first; eight regressors) of
+    :func:`optimal_partitions`, ``LANES`` at a time (:func:`_start_batch`), offered to the
+    pixel's programme ``best``, ``arg``; returns the memo's next update step. A function
+    of its own, which the kernels call by address once per pixel (:data:`PROGRAMME_CALLS`):
+    the lane kernels' code is compiled into it, not into each kernel; ``forward``:
+    :func:`_forward`, by address."""
+    for i0 in range(i, n - h + 1, LANES):
+        at = _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, min(LANES, n - h + 1 - i0), back, stop, S, U, YY, w,
+                          Q, R, idx, beta, P, Px, memo, record, at, forward)
     return at
 
 
@@ -1487,13 +1506,14 @@ def _replay_rows(steps, s0, count, first, step, fixed, U, centred, base, out, G,
 
 
 @jit()
-def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch, beta, P, Px, Q, R, idx, w):
+def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch, beta, P, Px, Q, R, idx, w, forward):
     """:func:`optimal_partitions` of the pixels ``group`` (rows of ``Y``; programmes in
     lanes ``lane + g``) that share the compacted ``rows``, ``n`` and ``h`` recorded in
     ``memo``: the recorded update steps replayed for all of them at once, the pixels as
     SIMD lanes, each row's prediction independent of the others (:func:`_replay_rows`),
     and each start's segments offered to all their programmes at once; bit for bit each
-    pixel's own. ``scratch``: :func:`replay_scratch` for at least ``len(group)`` lanes."""
+    pixel's own. ``scratch``: :func:`replay_scratch` for at least ``len(group)`` lanes;
+    ``forward``: :func:`_forward`, by address."""
     k = X.shape[1]
     G = group.shape[0]
     _, _, memo_P, kinds, steps, _, _, _ = memo
@@ -1522,7 +1542,7 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
                 for r in range(n + 1):
                     for a in range(k):
                         one_U[r, a] = U[r, a, g]
-                _forward(X, rows, Y[group[g]], mean[g], one_U, i, n - i, w, Q, R, idx, beta, P, Px, steps)
+                forward(X, rows, Y[group[g]], mean[g], one_U, i, n - i, w, Q, R, idx, beta, P, Px, steps)
                 _programme_row(best, arg, M, n, h, lane + g, 1, i, i + k, w.reshape((w.shape[0], 1)), n - i - k)
             continue
         if kinds[i] == _START_SUMS:
@@ -1535,12 +1555,13 @@ def replay_partitions(X, rows, Y, group, n, h, M, best, arg, lane, memo, scratch
 
 
 @jit(inline="always")  # a thin wrapper: compiled in its kernel only (docs/performance.md)
-def group_partitions(X, rows, Y, group, n, h, M, best, arg, memo, scratch, w, Q, R, idx, beta, P, Px, S, U, YY):
+def group_partitions(X, rows, Y, group, n, h, M, best, arg, memo, scratch, w, Q, R, idx, beta, P, Px, S, U, YY, calls):
     """:func:`optimal_partitions` of the pixels ``group`` (rows of ``rows`` and ``Y``), which
     share their compacted rows, ``n`` and ``h``, into lanes ``0..len(group)-1``: where
     ``memo`` does not hold these rows yet, the first pixel records it for the others (or,
     without room for it, each pixel runs alone), and the rest replay it as lanes
-    (:func:`replay_partitions`; ``scratch``: :func:`replay_scratch` for the group)."""
+    (:func:`replay_partitions`; ``scratch``: :func:`replay_scratch` for the group;
+    ``calls``: :data:`PROGRAMME_CALLS`)."""
     size = group.shape[0]
     q = group[0]
     first = 0  # the group's pixels from here on replay the memo
@@ -1550,10 +1571,10 @@ def group_partitions(X, rows, Y, group, n, h, M, best, arg, memo, scratch, w, Q,
         for g in range(first):
             r = group[g]
             optimal_partitions(X, rows[r], Y[r], n, h, M, best, arg, g, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
-                               shared)
+                               calls, shared)
     if first < size:
-        replay_partitions(X, rows[q], Y, group[first:size], n, h, M, best, arg, first, memo, scratch, beta, P, Px, Q,
-                          R, idx, w)
+        calls[_REPLAY](X, rows[q], Y, group[first:size], n, h, M, best, arg, first, memo, scratch, beta, P, Px, Q,
+                       R, idx, w, calls[_FORWARD])
 
 
 @jit()
@@ -1626,35 +1647,36 @@ def dummy_partitions(cycle, n_seasons, Y, group, n, h, M, best, arg, lane, count
         _programme_row(best, arg, M, n, h, lane, G, i, i + h - 1, seg, n - i - h + 1)
 
 
-#: The programme's callees that take longest to compile, with the argument types every
-#: kernel that runs the programme (BFAST Lite, ``history="BP"``, classic BFAST) calls
-#: them with, in the order its typing reaches them: a kernel's first compile has another
-#: process compile them into numba's cache meanwhile (:func:`tscube._jit.compile_jobs`;
-#: about 15 s of a 60-s compile on a 2-core machine, docs/performance.md). A kernel
-#: that calls them with other types compiles them itself (slower, never wrong); the
-#: tests run with :data:`tscube._jit.STRICT_ENV` set, which makes that an error.
-PROGRAMME_CALLEES = (
-    (_sums_fit, arg_types("f8[:, :, ::1], i8, i8, f8[:, ::1], f8[:, ::1]")),
-    (last_segments, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, f8[::1], "
-                              "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], literal(0), b1")),
-    (full_rank_lanes_8, arg_types("f8[:, :, ::1], i8, i8, f8, f8[::1]")),
-    (first_fits_lanes_8, arg_types("f8[:, :, ::1], f8[:, ::1], f8[::1], i8, i8, i8, f8, f8[::1]")),
-    (sums_segments, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, i8, f8[::1], "
-                              "f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
-    (update_lanes_8, arg_types("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[::1], i8[::1], i8, i8, i8, "
-                               "f8[:, ::1], f8[:, ::1], i8[::1], b1")),
-)
-
 #: :func:`replay_scratch`'s buffers and :func:`triangle_memo`'s memo, in the notation of
 #: :func:`tscube._jit.arg_types`.
 REPLAY_SCRATCH_TYPES = "Tuple((f8[:, :, ::1], f8[:, ::1], f8[:, ::1], f8[::1], f8[:, ::1], f8[:, ::1], f8[:, ::1]))"
 MEMO_TYPES = (f"Tuple((i8[::1], i8[::1], f8[:, :, ::1], i8[::1], f8[:, ::1], f8[::1], {REPLAY_SCRATCH_TYPES}, "
               "Tuple((f8[::1], f8[:, ::1], i8[:, ::1]))))")
 
-#: :func:`replay_partitions` as the kernels that group pixels with the same rows
-#: (:func:`group_partitions`: BFAST Lite, classic BFAST) call it; as
-#: :data:`PROGRAMME_CALLEES`.
-REPLAY_CALLEE = (replay_partitions,
-                 arg_types(f"f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], i8, "
-                           f"{MEMO_TYPES}, {REPLAY_SCRATCH_TYPES}, f8[::1], f8[:, ::1], f8[::1], f8[:, ::1], "
-                           "f8[:, ::1], i8[::1], f8[::1]"))
+#: :func:`_forward`'s function type (:data:`PROGRAMME_CALLS`).
+FORWARD_TYPE = function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], i8, i8, f8[::1], f8[:, ::1], f8[:, ::1], "
+                             "i8[::1], f8[::1], f8[:, ::1], f8[::1], f8[:, ::1]")
+
+#: Indices in :data:`PROGRAMME_CALLS`.
+_LANE_STARTS, _FORWARD, _REPLAY, _LAST, _SUMS = range(5)
+
+#: The Bai–Perron programme's callees by address (:class:`tscube._jit.Callees`), in
+#: decreasing order of their compile time (about 14, 10, 5, 0.6 and 0.5 s on a 2-core
+#: Zen 3): the kernels that run the programme (BFAST Lite, ``history="BP"``, classic
+#: BFAST) pass them, with their own after them, as one argument, ``calls``. A first call
+#: has other processes compile those not cached (:func:`tscube._jit.compile_jobs`) while
+#: it compiles its kernel; once cached, every such kernel loads them.
+PROGRAMME_CALLS = Callees(
+    (lane_starts, function_type(
+        "f8[:, ::1], i8[::1], f8[::1], f8, i8, i8, i8, f8[:, ::1], i8[:, ::1], i8, b1, i8, f8[:, :, ::1], f8[:, ::1], "
+        f"f8[::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], f8[::1], {MEMO_TYPES}, b1, i8",
+        FORWARD_TYPE, returns=numba.int64)),
+    (_forward, FORWARD_TYPE),
+    (replay_partitions, function_type(
+        f"f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], i8, {MEMO_TYPES}, "
+        f"{REPLAY_SCRATCH_TYPES}, f8[::1], f8[:, ::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1]", FORWARD_TYPE)),
+    (last_segments, function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, f8[::1], "
+                                   "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
+    (sums_segments, function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, i8, "
+                                  "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
+)

@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 
-from ..._jit import arg_types, compile_elsewhere, compile_jobs, jit
+from ..._jit import Callees, compile_elsewhere, compile_jobs, function_type, jit
 from ..._threads import run_tasks, task_count
 from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
-from ..core.bai_perron_cpu import (PROGRAMME_CALLEES, breaks_of, fit_in_order, fit_residuals, group_partitions,
+from ..core.bai_perron_cpu import (PROGRAMME_CALLS, breaks_of, fit_in_order, fit_residuals, group_partitions,
                                    memo_chunks, minus_2_loglik, qr_fit_in_order, recursion_segments, replay_scratch,
                                    same_rows, triangle_memo)
 from ..core.inputs import PERFECT_FIT_RTOL
@@ -258,7 +258,7 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
 def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection,
                  n_asked, max_cap, level, tested, interval, block, max_m,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
-                 magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale):
+                 magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale, calls):
     """Blocks of pixels: each pixel's preparation; then, pixels in a row with the same
     valid dates (and so ``n`` and ``h``) as one group that records the rows-only part of
     the segments' RSS once and replays it for all at once (:func:`replay_partitions`),
@@ -299,6 +299,8 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
         The criteria of the best model with m breaks.
     trend_centre, trend_scale : float
         How the trend column of ``X`` was centred and scaled (back to R's parametrisation).
+    calls : :data:`LITE_CALLS`
+        The callees by address.
     n_chunks : int
         Chunks of consecutive blocks (one triangle memo each); this call runs chunk ``c``
         (a task of :func:`tscube._threads.run_tasks`).
@@ -351,14 +353,14 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
                     size += 1
                 e += 1
             group_partitions(X, rows, y, group[:size], n, h, M[q], best, arg, memo, scratch, w, Q, R, idx, beta, Pinv,
-                             Px, S, U, YY)
+                             Px, S, U, YY, calls)
             for g in range(size):
                 r = group[g]
                 partitions_of(best, arg, M[r], n, g, totals, parts)
-                _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
-                              M[r], totals, parts, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
-                              break_time, magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre,
-                              trend_scale)
+                calls[_FINISH](X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
+                               M[r], totals, parts, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
+                               break_time, magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre,
+                               trend_scale)
             q = e
 
 
@@ -428,14 +430,15 @@ def finish_pixels(c, n_chunks, X, trend_raw, time, trend_col, selection, interva
                       magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale)
 
 
-#: What a first compile of :func:`_lite_kernel` has another process compile
-#: (:func:`tscube._jit.compile_jobs`): the programme's callees, then the pixel's fits.
-_KERNEL_CALLEES = PROGRAMME_CALLEES + (
-    (_finish_pixel, arg_types("f8[:, ::1], f8[::1], f8[::1], i8, i8, f8, i8, i8[::1], f8[::1], i8, i8, f8[::1], "
-                              "i8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], i8[::1], i1[::1], "
-                              "i4[::1], i8[:, ::1], f8[:, ::1], f8[:, :, ::1], f8[:, :, ::1], f8[:, ::1], f8[:, ::1], "
-                              "f8[:, ::1], f8, f8")),
+#: :func:`_lite_kernel`'s callees by address (:class:`tscube._jit.Callees`): the
+#: programme's, then the pixel's fits and outputs (:func:`_finish_pixel`, at ``_FINISH``).
+LITE_CALLS = PROGRAMME_CALLS + Callees(
+    (_finish_pixel, function_type("f8[:, ::1], f8[::1], f8[::1], i8, i8, f8, i8, i8[::1], f8[::1], i8, i8, f8[::1], "
+                                  "i8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], i8[::1], i1[::1], "
+                                  "i4[::1], i8[:, ::1], f8[:, ::1], f8[:, :, ::1], f8[:, :, ::1], f8[:, ::1], "
+                                  "f8[:, ::1], f8[:, ::1], f8, f8")),
 )
+_FINISH = len(PROGRAMME_CALLS)
 
 
 def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
@@ -458,9 +461,9 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
         most_breaks,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],
         out["break_index"], out["break_time"], out["magnitudes"], out["coefficients"],
-        out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale,
+        out["rss"], out["bic"], out["lwz"], design.trend_centre, design.trend_scale, LITE_CALLS,
     )
-    # a first call: another process compiles the largest callees while this one compiles the rest
-    compile_elsewhere(compile_jobs(_lite_kernel, (0, n_chunks, *args), _KERNEL_CALLEES))
+    # a first call: other processes compile the callees while this one compiles the kernel
+    compile_elsewhere(compile_jobs(_lite_kernel, (0, n_chunks, *args)))
     run_tasks(_lite_kernel, n_chunks, *args)
     return out

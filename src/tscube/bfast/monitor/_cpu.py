@@ -822,19 +822,20 @@ def _output_arguments(out: dict, process, boundary, want_process: bool) -> tuple
 
 
 def compile_ahead(values: np.ndarray, plan: MonitorPlan) -> bool:
-    """Have another process compile the monitoring kernel for ``values`` while this one
+    """Have other processes compile the monitoring kernel for ``values`` while this one
     selects the histories (ROC, BP) and calibrates, when neither this process nor numba's
     cache has it (:func:`tscube._jit.compile_elsewhere`): a first call then compiles the
-    two large kernels on two cores. For ``"BP"`` that process first compiles the
-    Bai–Perron programme's largest callees, which this process's compile of the history
-    kernel then loads. Returns whether a process was started."""
-    jobs = history_compile_jobs(values, plan)
+    two large kernels on two cores. For ``"BP"`` they also compile the Bai–Perron
+    programme's callees by address not cached yet, while this process compiles the
+    history kernel. Returns whether a process was started."""
+    jobs = []
     if (config.CPU_BFAST_GRAM or DEFAULT_GRAM) != "fused" and values.shape[1]:
         data_type = _monitor_simd_kernel.typeof_pyval(values)
         # the cube's type decides the kernel's: compiled here already, or not yet
         if not any(signature[2] == data_type for signature in _monitor_simd_kernel.signatures):
             jobs += compile_jobs(_monitor_simd_kernel, _probe_arguments(values, plan))
-    return compile_elsewhere(jobs)
+    # in decreasing order of compile time (compile_elsewhere deals them to its processes)
+    return compile_elsewhere(jobs + history_compile_jobs(values, plan))
 
 
 def _probe_arguments(values: np.ndarray, plan: MonitorPlan) -> tuple:

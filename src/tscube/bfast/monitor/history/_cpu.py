@@ -30,7 +30,7 @@ import numpy as np
 
 from ...._jit import CONTRACT, compile_jobs, jit
 from ...._threads import run_tasks
-from ...core.bai_perron_cpu import (PROGRAMME_CALLEES, breaks_of, givens_residuals, memo_chunks, minus_2_loglik,
+from ...core.bai_perron_cpu import (PROGRAMME_CALLS, breaks_of, givens_residuals, memo_chunks, minus_2_loglik,
                                     optimal_partitions, qr_fit_in_order, recursive_residuals, triangle_memo)
 from ...core.inputs import PERFECT_FIT_RTOL
 from ...core.series_cpu import compact_valid, cube_bytes, load_tile_bytes, tile_buffer
@@ -134,8 +134,9 @@ def _roc_pixel(X, rows, y, n, level, w, Q, R, P, beta, Px, idx, givens):
 
 
 @jit(inline="always")  # one call site: compiled in the kernel only (docs/performance.md)
-def _bp_start(X, rows, y, n, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
-    """Rows to drop from the front: one after the last BIC-selected Bai–Perron break."""
+def _bp_start(X, rows, y, n, w, Q, R, idx, beta, P, Px, S, U, YY, memo, calls):
+    """Rows to drop from the front: one after the last BIC-selected Bai–Perron break
+    (``calls``: :data:`~tscube.bfast.core.bai_perron_cpu.PROGRAMME_CALLS`)."""
     k = X.shape[1]
     h = 6 * k
     if h > n // 2:
@@ -143,7 +144,7 @@ def _bp_start(X, rows, y, n, w, Q, R, idx, beta, P, Px, S, U, YY, memo):
     max_breaks = max(0, (n + h - 1) // h - 2)
     best = np.empty((max_breaks + 1, n, 1))
     arg = np.empty((max_breaks + 1, n, 1), dtype=np.int64)
-    optimal_partitions(X, rows, y, n, h, max_breaks, best, arg, 0, w, Q, R, idx, beta, P, Px, S, U, YY, memo)
+    optimal_partitions(X, rows, y, n, h, max_breaks, best, arg, 0, w, Q, R, idx, beta, P, Px, S, U, YY, memo, calls)
     breaks = np.empty(max(max_breaks, 1), dtype=np.int64)
     best_bic = np.inf
     start = 0
@@ -576,7 +577,8 @@ def _history_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, monitor_b
     """History selection one pixel at a time, chunk ``c`` of ``n_chunks``: ROC at level
     ``roc_level`` (designs too wide for the lanes of :func:`_roc_lanes_kernel`, and
     pixels whose first rows are rank deficient) with ``bai_perron`` None, or Bai–Perron
-    with ``roc_level`` None and ``bai_perron`` True. numba compiles one kernel per pair
+    with ``roc_level`` None and ``bai_perron`` the programme's callees by address
+    (:data:`~tscube.bfast.core.bai_perron_cpu.PROGRAMME_CALLS`). numba compiles one kernel per pair
     of types and prunes the branch that an argument's ``is not None`` decides, but only
     where that argument is None (a float's ``is None`` stays a test at run time): hence
     one argument per method, so that BP's kernel holds no ROC code and ROC's no
@@ -624,7 +626,8 @@ def _history_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, monitor_b
                     drop, flag = _roc_pixel(X, rows, y, n, roc_level, w, Q, R, Pinv, beta, Px, idx, givens)
                     flagged[s, p] = flag
                 if bai_perron is not None:
-                    drop = _bp_start(X, rows, y, n, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy, memo)
+                    drop = _bp_start(X, rows, y, n, w, Q, R, idx, beta, Pinv, Px, sum_xx, sum_xy, sum_yy, memo,
+                                     bai_perron)
                     flagged[s, p] = drop < 0
                     drop = max(drop, 0)
                 first_hist[s, p] = rows[drop] if drop > 0 else 0  # 0: every candidate, as "all"
@@ -675,17 +678,17 @@ def _per_pixel_arguments(values: np.ndarray, plan: MonitorPlan, first: np.ndarra
     block = 16
     return (memo_chunks(values.shape[1], block), raw, itemsize, nodata, has_nodata, plan.design.matrix,
             plan.monitor_begin.astype(np.int64), plan.level_roc if plan.history == "ROC" else None,
-            None if plan.history == "ROC" else True, block, first, flagged)
+            None if plan.history == "ROC" else PROGRAMME_CALLS, block, first, flagged)
 
 
 def history_compile_jobs(values: np.ndarray, plan: MonitorPlan) -> list:
     """What another process can compile ahead of :func:`history_first` on ``values``
-    (:func:`tscube._jit.compile_jobs`): for ``"BP"``, when its kernel would compile here,
-    the Bai–Perron programme's largest callees (:data:`PROGRAMME_CALLEES`); nothing for
-    the other histories."""
+    (:func:`tscube._jit.compile_jobs`): for ``"BP"``, the Bai–Perron programme's callees
+    by address (:data:`PROGRAMME_CALLS`) that numba's cache lacks (this process compiles
+    the kernel meanwhile); nothing for the other histories."""
     if plan.history != "BP" or not values.shape[1]:
         return []
     one = values[:, :1]  # the argument types, not the sizes
     n_tasks, *args = _per_pixel_arguments(one, plan, np.zeros((plan.n_starts, 1), dtype=np.int64),
                                           np.zeros((plan.n_starts, 1), dtype=np.bool_))
-    return compile_jobs(_history_kernel, (0, n_tasks, *args), PROGRAMME_CALLEES)
+    return compile_jobs(_history_kernel, (0, n_tasks, *args))
