@@ -482,9 +482,10 @@ def test_each_history_kernel_holds_only_its_own_method():
     """The per-pixel history kernel is compiled once for ROC (a float level, designs too
     wide for the lanes) and once for BP: numba prunes a branch at compile time only where
     an argument is None, so each method has an argument of its own that the other passes
-    as None. ROC's kernel held the whole Bai–Perron programme before. The check reads each compiled version's LLVM module,
-    the one numba links into callers (a private numba API; also from the cache). BP's holds the programme's own
-    code (``_programme_row_1``) but not its callees by address (``replay_partitions``: tscube._jit.Callees)."""
+    as None. ROC's kernel held the whole Bai–Perron programme before. The check reads each compiled version's
+    LLVM module, the one numba links into callers (a private numba API; also from the cache). BP's holds the
+    programme's own code (``_programme_row_1``) but not its callees by address (``replay_partitions``:
+    tscube._jit.Callees)."""
     from tscube import bfast_monitor
     from tscube.bfast.monitor.history import _cpu as history_cpu
     from tscube.datasets import make_cube

@@ -458,6 +458,9 @@ def _deal(jobs: list, n: int) -> list:
     return [group for group in groups if group]
 
 
+_COMPILE_JOB = "from tscube._jit import _compile_job; _compile_job()"
+
+
 def compile_elsewhere(jobs) -> bool:
     """Start compiling ``jobs`` (:func:`compile_jobs`' ``(function, argument types,
     owner)`` triples, in decreasing order of compile time), in new processes
@@ -474,8 +477,8 @@ def compile_elsewhere(jobs) -> bool:
             payload = pickle.dumps([(function.py_func.__module__, function.py_func.__qualname__, sig)
                                     for function, sig, _ in share])
             try:
-                process = subprocess.Popen([sys.executable, "-c", "from tscube._jit import _compile_job; _compile_job()"],
-                                           stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                process = subprocess.Popen([sys.executable, "-c", _COMPILE_JOB], stdin=subprocess.PIPE,
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             except OSError:  # no interpreter to start (an embedded Python): compile here as usual
                 return started
             try:

@@ -1674,7 +1674,8 @@ PROGRAMME_CALLS = Callees(
     (_forward, FORWARD_TYPE),
     (replay_partitions, function_type(
         f"f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], i8, {MEMO_TYPES}, "
-        f"{REPLAY_SCRATCH_TYPES}, f8[::1], f8[:, ::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1]", FORWARD_TYPE)),
+        f"{REPLAY_SCRATCH_TYPES}, f8[::1], f8[:, ::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1]",
+        FORWARD_TYPE)),
     (last_segments, function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, f8[::1], "
                                    "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
     (sums_segments, function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, i8, "
