@@ -60,7 +60,7 @@ def _design_scratch(n_times, k, max_m, lanes):
             np.empty((max_m + 1, k)), triangle_memo(n_times, k), replay_scratch(n_times, k, lanes))
 
 
-@jit()
+@jit(plain_args=True)  # one version for every caller's constants
 def _dummy_fit(cycle, n_seasons, y, first, stop, counts, gamma, e, fitted):
     """Least squares of the gap-free rows ``first..stop-1`` on the effect-coded seasonal
     dummies (every season present): the season means shifted so that the effects sum

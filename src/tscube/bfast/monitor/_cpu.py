@@ -217,7 +217,7 @@ def _solve_lanes(G, xy, k, D, L, tmp, beta, ok):
             beta[a, q] /= D[a, q]
 
 
-@jit(fastmath=CONTRACT)
+@jit(fastmath=CONTRACT, plain_args=True)  # one version for every caller's constants
 def _residuals(E, e, Y, Xr, beta, t):
     """``E[e] = Y[t] - Xr[t] beta`` for one date ``t`` (all lanes; masked later).
 
@@ -241,7 +241,7 @@ def _residuals(E, e, Y, Xr, beta, t):
             E[e, q] = src[i, q] - fit
 
 
-@jit(fastmath=CONTRACT)
+@jit(fastmath=CONTRACT, plain_args=True)  # one version for every caller's constants
 def _residual_quad(E, e, Y, Xr, beta, t):
     """:func:`_residuals` of the four dates ``t .. t + 3`` into rows ``e .. e + 3`` in one
     pass: each coefficient of ``beta`` loaded once serves four dates (one date per pass
@@ -307,7 +307,7 @@ def _history_residual_sums(E, Y, Xr, beta, M, Ym, t0, begin, nh, ymax, rss, esum
         t += step
 
 
-@jit(fastmath=CONTRACT)
+@jit(fastmath=CONTRACT, plain_args=True)  # one version for every caller's constants
 def _monitor_residuals_compacted(R, Y, Xr, beta, W, begin, width, offset, C, pos, mcount):
     """Residuals of the monitoring dates ``[begin, T)``, four dates at a time into the
     small buffer ``R`` (``(4, lanes)``, in cache), each lane's valid ones appended to its
@@ -344,7 +344,7 @@ def _monitor_residuals_compacted(R, Y, Xr, beta, W, begin, width, offset, C, pos
         mcount[q] = pos[q] - (q * row + offset)
 
 
-@jit(fastmath=CONTRACT)
+@jit(fastmath=CONTRACT, plain_args=True)  # one version for every caller's constants
 def _compact_history_tail(E, M, begin, t0, window, width, offset, C, pos):
     """Put each lane's last ``window[q] - 1`` valid history residuals (rows of ``E``,
     mask ``M``) just before its monitoring residuals, which start at ``C[q, offset]``.
@@ -382,7 +382,7 @@ def _monitor_date(W, q, begin, j):
     return t
 
 
-@jit(fastmath=CONTRACT)
+@jit(fastmath=CONTRACT, plain_args=True)  # one version for every caller's constants
 def _pixel_tail(
     buf, offset, q, p, s, W, begin, n, m, rss, esum, ysum, ymax, k, time, h, critval, cusum, sel,
     status, break_index, break_time, magnitude, relative, mosum_mean, statistic, sigma_out, rmse,

@@ -44,7 +44,7 @@ def _split(source, first, lo, hi, scratch, dst, pivot, inclusive):
     return i - dst
 
 
-@jit(fastmath=CONTRACT)
+@jit(fastmath=CONTRACT, plain_args=True)  # one version for every caller's constants
 def median(data, start, n, scratch):
     """Median of ``data[start:start + n]`` (mean of the two middle values for even ``n``), like
     ``np.median``; ``data`` is left unchanged, ``scratch`` holds ``>= 2 n`` values.
@@ -107,7 +107,7 @@ def median(data, start, n, scratch):
     return 0.5 * (scratch[first + k1] + scratch[first + k2])
 
 
-@jit(fastmath=CONTRACT)
+@jit(fastmath=CONTRACT, plain_args=True)  # one version for every caller's constants
 def mosum_tail(
     buf, offset, m, n, rss, esum, ysum, ymax, k, h, critval, cusum, sel, p, s,
     status, magnitude, relative, mosum_mean, statistic, sigma_out, rmse, want_process,
