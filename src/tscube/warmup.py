@@ -85,7 +85,8 @@ def _monitor_roc(dtype: str) -> None:
 
 
 def _monitor_bp(dtype: str) -> None:
-    """BFAST Monitor's Bai–Perron history selection (``history="BP"``)."""
+    """BFAST Monitor's Bai–Perron history selection (``history="BP"``; the programme's
+    callees by address come from the ``lite`` job)."""
     from .bfast.monitor.history import history_first
 
     history_first(*_monitor_plan("BP", dtype))
@@ -195,7 +196,7 @@ JOBS = {job.name: job for job in (
     _Job("lite-cuda-host", _lite_cuda_host, after=("lite",), typed=False, env=(("NUMBA_ENABLE_CUDASIM", "1"),)),
     _Job("monitor-roc", _monitor_roc),
     _Job("monitor", _monitor),
-    _Job("monitor-bp", _monitor_bp),
+    _Job("monitor-bp", _monitor_bp, after=("lite",)),  # the Bai–Perron callees: BFAST Lite's job compiles them
     _Job("nrt", _nrt, after=("monitor", "monitor-roc")),
     _Job("calibration", _calibration),
     _Job("cluster", _cluster, typed=False),

@@ -1276,7 +1276,7 @@ def _rotate_in(G, u, X, r, value, order, nk, norm2, add_norms):
     return residual
 
 
-@jit(error_model="numpy")
+@jit(inline="always", error_model="numpy")  # one call site: no library of its own (1 s of compiling)
 def _givens_recursion(X, rows, y, mean, U, first, count, out, P, Px, steps):
     """:func:`givens_recursion` with its scratch allocated here."""
     k = X.shape[1]
