@@ -126,6 +126,7 @@ class Callees(tuple):
         self = super().__new__(cls, (function for function, _ in entries))
         self.entries = entries
         self.numba_type = types.Tuple(tuple(kind for _, kind in entries))
+        self.loaded = False  # all compiled or loaded in this process (:func:`wait_compiled`)
         for function, _ in entries:
             _remember_addresses(function)
         return self
@@ -152,7 +153,8 @@ def _remember_addresses(dispatcher) -> None:
     by address at each call of a kernel from Python (to read its addresses), answer from a
     memo: numba's own hashes the argument types each time (45 us for the Bai–Perron
     programme's, about 1 ms per kernel call for all its callees). numba passes the same
-    signature object each time (its constants are unpickled once per process)."""
+    signature object each time (its constants are unpickled once per process). With
+    :func:`_remember_pointers`, a kernel call reads its callees' addresses in ~10 us each."""
     plain = getattr(type(dispatcher), "get_compile_result", None)
     if plain is None or getattr(dispatcher, "_tscube_addresses", None) is not None:
         return  # numba's jit disabled (NUMBA_DISABLE_JIT: a plain function), or done
@@ -164,10 +166,29 @@ def _remember_addresses(dispatcher) -> None:
             return hit[1]
         result = plain(dispatcher, sig)
         memo[id(sig)] = (sig, result)
+        _remember_pointers(result.library)
         return result
 
     dispatcher._tscube_addresses = memo
     dispatcher.get_compile_result = get_compile_result
+
+
+def _remember_pointers(library) -> None:
+    """The same for a compiled library's ``get_pointer_to_function`` (a symbol lookup in
+    LLVM's engine, 8 us, twice per callee and call): its functions never move."""
+    if getattr(library, "_tscube_pointers", None) is not None:
+        return
+    pointers: dict = {}
+    plain = library.get_pointer_to_function
+
+    def get_pointer_to_function(name):
+        address = pointers.get(name)
+        if address is None:
+            address = pointers[name] = plain(name)
+        return address
+
+    library._tscube_pointers = pointers
+    library.get_pointer_to_function = get_pointer_to_function
 
 
 def _call_template(dispatcher, plain_args, args, kws):
@@ -427,7 +448,8 @@ def compile_jobs(kernel, args, callees=()) -> list:
     if not hasattr(kernel, "typeof_pyval"):  # numba's jit disabled (NUMBA_DISABLE_JIT): nothing to compile
         return []
     jobs = []
-    by_address = [job for arg in args if isinstance(arg, Callees) for job in arg.jobs()]
+    tables = [arg for arg in args if isinstance(arg, Callees)]
+    by_address = [job for table in tables if not table.loaded for job in table.jobs()]
     for function, sig in by_address:
         if (_cache_state(function, sig) == "missing" and sig not in _PENDING.get(function, {})
                 and not any(function is other and sig == other_sig for other, other_sig, _ in jobs)):
@@ -435,7 +457,7 @@ def compile_jobs(kernel, args, callees=()) -> list:
     sig = tuple(kernel.typeof_pyval(arg) for arg in args)
     if _cache_state(kernel, sig) != "missing" or sig in _PENDING.get(kernel, {}):
         return jobs
-    if not callees and not by_address:
+    if not callees and not tables:
         return [(kernel, sig, kernel)]
     return jobs + [(callee, tuple(callee_sig), kernel) for callee, callee_sig in callees
                    if _cache_state(callee, tuple(callee_sig)) == "missing"]
@@ -525,11 +547,14 @@ def wait_compiled(kernel, args=()) -> None:
     (:class:`Callees`), compile the kernel here first, then wait for those compiled
     elsewhere and load them all (a call would compile a missing one in a worker thread,
     the others waiting)."""
-    by_address = [job for arg in args if isinstance(arg, Callees) for job in arg.jobs()]
-    if by_address and hasattr(kernel, "typeof_pyval"):
-        sig = tuple(kernel.typeof_pyval(arg) for arg in args)
-        if sig not in kernel.overloads:
-            kernel.compile(sig)
+    # once per process and table (hashing their types costs ~20 us a callee)
+    tables = [arg for arg in args if isinstance(arg, Callees) and not arg.loaded]
+    if tables and hasattr(kernel, "typeof_pyval"):
+        by_address = [job for table in tables for job in table.jobs()]
+        if any(sig in _PENDING.get(function, {}) for function, sig in by_address):
+            sig = tuple(kernel.typeof_pyval(arg) for arg in args)
+            if sig not in kernel.overloads:
+                kernel.compile(sig)
         for function, callee_sig in by_address:
             job = _PENDING.get(function, {}).get(callee_sig)
             if job is not None and not job.asked:
@@ -537,6 +562,8 @@ def wait_compiled(kernel, args=()) -> None:
                 _await(function, callee_sig, job)
             if callee_sig not in function.overloads:
                 function.compile(callee_sig)
+        for table in tables:
+            table.loaded = True
     if not _PENDING:
         return
     with _PENDING_LOCK:
