@@ -176,19 +176,8 @@ def _remember_addresses(dispatcher) -> None:
 def _remember_pointers(library) -> None:
     """The same for a compiled library's ``get_pointer_to_function`` (a symbol lookup in
     LLVM's engine, 8 us, twice per callee and call): its functions never move."""
-    if getattr(library, "_tscube_pointers", None) is not None:
-        return
-    pointers: dict = {}
-    plain = library.get_pointer_to_function
-
-    def get_pointer_to_function(name):
-        address = pointers.get(name)
-        if address is None:
-            address = pointers[name] = plain(name)
-        return address
-
-    library._tscube_pointers = pointers
-    library.get_pointer_to_function = get_pointer_to_function
+    if not hasattr(library.get_pointer_to_function, "cache_info"):
+        library.get_pointer_to_function = lru_cache(maxsize=None)(library.get_pointer_to_function)
 
 
 def _call_template(dispatcher, plain_args, args, kws):
