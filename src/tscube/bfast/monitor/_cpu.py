@@ -834,8 +834,11 @@ def compile_ahead(values: np.ndarray, plan: MonitorPlan) -> bool:
         # the cube's type decides the kernel's: compiled here already, or not yet
         if not any(signature[2] == data_type for signature in _monitor_simd_kernel.signatures):
             jobs += compile_jobs(_monitor_simd_kernel, _probe_arguments(values, plan))
-    # in decreasing order of compile time (compile_elsewhere deals them to its processes)
-    return compile_elsewhere(jobs + history_compile_jobs(values, plan))
+    programme = history_compile_jobs(values, plan)
+    # in decreasing order of compile time, as compile_elsewhere deals them to its processes:
+    # the monitoring kernel after BP's largest callee (lane_starts) and before the others
+    # (docs/performance.md)
+    return compile_elsewhere(programme[:1] + jobs + programme[1:])
 
 
 def _probe_arguments(values: np.ndarray, plan: MonitorPlan) -> tuple:
