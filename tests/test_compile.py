@@ -274,6 +274,33 @@ def test_callees_by_address_compile_elsewhere_once_and_stay_out_of_the_kernel(tm
         assert done.stdout.strip() == f"kernel {kernel}", done.stdout
 
 
+def test_a_compiling_process_imports_the_job_module_but_not_the_public_api():
+    """The compiling process of compile_elsewhere runs no package ``__init__`` above a
+    job's module (tscube's imports the whole public API, pandas and xarray: half a second
+    per process), and compiles the job all the same."""
+    from tscube._jit import _COMPILE_JOB
+
+    job = "_programme_row_1"  # small: the test compiles it
+    script = "\n".join([
+        _COMPILE_JOB,
+        "assert 'tscube.bfast.core.bai_perron_cpu' in sys.modules",
+        "assert not hasattr(sys.modules['tscube'], 'bfast_lite'), 'tscube/__init__ ran'",
+        "assert 'tscube.bfast.lite' not in sys.modules and 'xarray' not in sys.modules",
+        f"from tscube.bfast.core.bai_perron_cpu import {job}",
+        f"print(len({job}.signatures))",
+    ])
+    from tscube.bfast.core import bai_perron_cpu
+
+    sig = tuple(numba.typeof(value) for value in (np.zeros((2, 3)), np.zeros((2, 3), dtype=np.int64), 1, 3, 1, 1, 0,
+                                                  np.zeros(3), 3))
+    import pickle
+
+    payload = pickle.dumps([(bai_perron_cpu.__name__, job, sig)])
+    done = subprocess.run([sys.executable, "-c", script], input=payload, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().strip() == "1"
+
+
 def test_callees_by_address_are_dealt_to_processes_back_and_forth():
     from tscube._jit import _deal
 

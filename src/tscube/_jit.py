@@ -469,7 +469,11 @@ def _deal(jobs: list, n: int) -> list:
     return [group for group in groups if group]
 
 
-_COMPILE_JOB = "from tscube._jit import _compile_job; _compile_job()"
+#: The compiling process's programme: tscube's package bare (its ``__init__``, the public
+#: API with pandas and xarray, is half a second to import that compiling does not need).
+_COMPILE_JOB = ("import importlib.util, sys; "
+                "sys.modules['tscube'] = importlib.util.module_from_spec(importlib.util.find_spec('tscube')); "
+                "from tscube._jit import _compile_job; _compile_job()")
 
 
 def compile_elsewhere(jobs) -> bool:
@@ -603,13 +607,28 @@ def _compile_job() -> None:
     """In the process of :func:`compile_elsewhere`: compile each function for its
     signature, in order; numba saves each to its cache. A failed one is left to the
     process that needs it."""
-    import importlib
-
     for module, qualname, sig in pickle.loads(sys.stdin.buffer.read()):
         try:
-            function = importlib.import_module(module)
+            function = _import_bare(module)
             for name in qualname.split("."):
                 function = getattr(function, name)
             function.compile(sig)
         except Exception:  # noqa: BLE001, S112 - the caller compiles it itself
             continue
+
+
+def _import_bare(module: str):
+    """``module``, imported without running the ``__init__`` of the packages above it
+    that are not imported yet: what a compiling process needs is the module and what it
+    imports, not the packages' public API."""
+    import importlib
+    import importlib.util
+
+    parts = module.split(".")
+    for end in range(1, len(parts)):
+        name = ".".join(parts[:end])
+        if name not in sys.modules:
+            package = importlib.util.module_from_spec(importlib.util.find_spec(name))
+            sys.modules[name] = package
+            setattr(sys.modules[".".join(parts[:end - 1])], parts[end - 1], package)
+    return importlib.import_module(module)
