@@ -96,6 +96,43 @@ def test_a_kernel_compiled_in_another_process_is_loaded_from_the_cache(tmp_path)
     assert done.stdout.strip() == "OK"
 
 
+def test_two_threads_wait_for_a_kernel_compiled_in_another_process(tmp_path):
+    """Two threads' first calls (a dask scheduler's, one chunk each) both wait for the
+    kernel compiled in another process: neither compiles it beside that process."""
+    (tmp_path / "kernels_here.py").write_text(textwrap.dedent("""
+        from numba import njit
+
+        @njit(cache=True, nogil=True)
+        def total(x):
+            s = 0.0
+            for v in x:
+                s += v
+            return s
+    """))
+    script = textwrap.dedent("""
+        import threading
+        import numpy as np
+        import kernels_here
+        from tscube._jit import compile_elsewhere, compile_jobs, settle, wait_compiled
+
+        x = np.ones(5)
+        assert compile_elsewhere(compile_jobs(kernels_here.total, (x,)))
+        first = threading.Thread(target=wait_compiled, args=(kernels_here.total,))
+        first.start()
+        wait_compiled(kernels_here.total)  # the other thread waits for the same job
+        assert kernels_here.total(x) == 5.0
+        first.join()
+        settle(kernels_here.total)
+        assert not kernels_here.total.stats.cache_misses  # loaded, never compiled here
+        print("OK")
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "OK"
+
+
 def test_arg_types_spells_numba_types_of_real_values():
     """The callee tables' argument types (tscube._jit.arg_types, numba's signature
     notation) are numba's types of the arguments: scalars, C-contiguous and read-only
@@ -272,6 +309,37 @@ def test_callees_by_address_compile_elsewhere_once_and_stay_out_of_the_kernel(tm
                               cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == f"kernel {kernel}", done.stdout
+
+
+def test_two_threads_first_calls_wait_for_the_callees_compiled_elsewhere(tmp_path):
+    """Two threads' first calls at once (a dask scheduler's threads, each on a chunk):
+    the second waits for the callees the other processes compile, as the first does,
+    instead of compiling them itself beside them."""
+    (tmp_path / "kernels_by_address.py").write_text(_BY_ADDRESS_KERNELS)
+    script = textwrap.dedent("""
+        import threading
+        import numpy as np
+        import kernels_by_address as k
+        from tscube import _jit
+        from tscube._threads import run_tasks
+
+        x = np.arange(5.0)
+        outs = [np.zeros(3), np.zeros(3)]
+        assert _jit.compile_elsewhere(_jit.compile_jobs(k.outer, (0, 1, x, outs[0], k.CALLS)))
+        threads = [threading.Thread(target=run_tasks, args=(k.outer, 1, x, out, k.CALLS)) for out in outs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [out.tolist() for out in outs] == [[20.0, 5.0, 50.0]] * 2, outs
+        assert not k.scaled_sum.stats.cache_misses and not k.count.stats.cache_misses  # loaded, not compiled
+        print("ok")
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
 
 
 def test_a_compiling_process_imports_the_job_module_but_not_the_public_api():

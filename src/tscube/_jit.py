@@ -550,7 +550,7 @@ def wait_compiled(kernel, args=()) -> None:
                 kernel.compile(sig)
         for function, callee_sig in by_address:
             job = _PENDING.get(function, {}).get(callee_sig)
-            if job is not None and not job.asked:
+            if job is not None:  # also when another thread asked first (a dask chunk's first call beside this)
                 job.asked = True
                 _await(function, callee_sig, job)
             if callee_sig not in function.overloads:
@@ -559,17 +559,18 @@ def wait_compiled(kernel, args=()) -> None:
             table.loaded = True
     if not _PENDING:
         return
-    with _PENDING_LOCK:
-        jobs = _PENDING.pop(kernel, {})
+    with _PENDING_LOCK:  # left for settle to forget: another thread's call may wait for them too
+        jobs = dict(_PENDING.get(kernel, {}))
     for sig, job in jobs.items():
+        job.asked = True
         _await(kernel, sig, job)
-    _let_end({job.process for job in jobs.values()})
+    _let_end({job.process for job in jobs.values()}, done=kernel)
 
 
-def _let_end(processes) -> None:
-    """Wait for those of ``processes`` with no job left to end (their interpreter's exit
-    would otherwise share the cores with the call's first run)."""
-    busy = {job.process for jobs in _PENDING.values() for job in jobs.values()}
+def _let_end(processes, done=None) -> None:
+    """Wait for those of ``processes`` with no job left but ``done``'s (compiled) to end
+    (their interpreter's exit would otherwise share the cores with the call's first run)."""
+    busy = {job.process for function, jobs in list(_PENDING.items()) if function is not done for job in jobs.values()}
     for process in processes - busy:
         try:
             process.wait(timeout=10)
