@@ -56,20 +56,40 @@ def test_run_tasks_follows_numba_threads_and_reraises():
     assert task_count(0) == 0
 
 
+_KERNELS_HERE = textwrap.dedent("""
+    from numba import njit
+
+    @njit(cache=True, nogil=True)
+    def total(x):
+        s = 0.0
+        for v in x:
+            s += v
+        return s
+""")
+
+
+def _run_beside(tmp_path, script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``script`` (with ``args``) in a new interpreter that imports the modules written to
+    ``tmp_path`` and has a numba cache of its own there (``env``: more variables, an
+    empty value removes one); fails the test unless it exits with 0."""
+    full = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+                PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    for name, value in env.items():
+        if value:
+            full[name] = value
+        else:
+            full.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", script, *args], env=full, capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_a_kernel_compiled_in_another_process_is_loaded_from_the_cache(tmp_path):
     """compile_elsewhere compiles in a child process into numba's cache; the kernel's
     call then loads it instead of compiling (the first call of ROC BFAST Monitor runs
     its two kernels' compilations on two cores this way)."""
-    (tmp_path / "kernels_here.py").write_text(textwrap.dedent("""
-        from numba import njit
-
-        @njit(cache=True, nogil=True)
-        def total(x):
-            s = 0.0
-            for v in x:
-                s += v
-            return s
-    """))
+    (tmp_path / "kernels_here.py").write_text(_KERNELS_HERE)
     script = textwrap.dedent("""
         import numpy as np
         import kernels_here
@@ -89,26 +109,14 @@ def test_a_kernel_compiled_in_another_process_is_loaded_from_the_cache(tmp_path)
         assert not compile_jobs(kernels_here.total, (x,))
         print("OK")
     """)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    done = _run_beside(tmp_path, script)
     assert done.stdout.strip() == "OK"
 
 
 def test_two_threads_wait_for_a_kernel_compiled_in_another_process(tmp_path):
     """Two threads' first calls (a dask scheduler's, one chunk each) both wait for the
     kernel compiled in another process: neither compiles it beside that process."""
-    (tmp_path / "kernels_here.py").write_text(textwrap.dedent("""
-        from numba import njit
-
-        @njit(cache=True, nogil=True)
-        def total(x):
-            s = 0.0
-            for v in x:
-                s += v
-            return s
-    """))
+    (tmp_path / "kernels_here.py").write_text(_KERNELS_HERE)
     script = textwrap.dedent("""
         import threading
         import numpy as np
@@ -126,10 +134,7 @@ def test_two_threads_wait_for_a_kernel_compiled_in_another_process(tmp_path):
         assert not kernels_here.total.stats.cache_misses  # loaded, never compiled here
         print("OK")
     """)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    done = _run_beside(tmp_path, script)
     assert done.stdout.strip() == "OK"
 
 
@@ -208,13 +213,7 @@ def test_callees_compiled_elsewhere_are_loaded_by_the_kernels_compile(tmp_path, 
         # compiled or cached now: nothing to do elsewhere
         assert not _jit.compile_jobs(k.outer, (0, 1, x, out), [(k.inner, _jit.arg_types({table}))])
     """)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    env.pop("TSCUBE_STRICT_COMPILE_JOBS", None)
-    if strict:
-        env["TSCUBE_STRICT_COMPILE_JOBS"] = "1"
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    done = _run_beside(tmp_path, script, TSCUBE_STRICT_COMPILE_JOBS="1" if strict else "")
     assert re.match(expected, done.stdout.strip()), done.stdout
 
 
@@ -236,10 +235,7 @@ def test_a_callee_never_asked_for_is_a_stale_table(tmp_path):
         except _jit.StaleCompileJobs as error:
             print(error)
     """)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), TSCUBE_STRICT_COMPILE_JOBS="1",
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    done = _run_beside(tmp_path, script, TSCUBE_STRICT_COMPILE_JOBS="1")
     assert "never asked for unused" in done.stdout
 
 
@@ -302,12 +298,8 @@ def test_callees_by_address_compile_elsewhere_once_and_stay_out_of_the_kernel(tm
         assert "scaled_sum" not in module and "count" not in module
         print("kernel", "compiled" if k.outer.stats.cache_misses else "loaded")
     """)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     for run, kernel in (("first", "compiled"), ("second", "loaded")):
-        done = subprocess.run([sys.executable, "-c", script, run], env=env, capture_output=True, text=True,
-                              cwd=tmp_path)
-        assert done.returncode == 0, done.stderr
+        done = _run_beside(tmp_path, script, run)
         assert done.stdout.strip() == f"kernel {kernel}", done.stdout
 
 
@@ -335,10 +327,7 @@ def test_two_threads_first_calls_wait_for_the_callees_compiled_elsewhere(tmp_pat
         assert not k.scaled_sum.stats.cache_misses and not k.count.stats.cache_misses  # loaded, not compiled
         print("ok")
     """)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
-               PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    done = _run_beside(tmp_path, script)
     assert done.stdout.strip() == "ok"
 
 
