@@ -303,6 +303,33 @@ def test_callees_by_address_compile_elsewhere_once_and_stay_out_of_the_kernel(tm
         assert done.stdout.strip() == f"kernel {kernel}", done.stdout
 
 
+def test_a_kernel_with_callees_by_address_can_compile_elsewhere_too(tmp_path):
+    """``kernel_too`` (classic BFAST, whose process compiles the STL start meanwhile):
+    the kernel goes to another process with its callees by address, and the call waits
+    for it and loads it instead of compiling it here."""
+    (tmp_path / "kernels_by_address.py").write_text(_BY_ADDRESS_KERNELS)
+    script = textwrap.dedent("""
+        import numpy as np
+        import kernels_by_address as k
+        from tscube import _jit
+        from tscube._threads import run_tasks
+
+        x, out = np.arange(5.0), np.zeros(3)
+        args = (0, 1, x, out, k.CALLS)
+        jobs = _jit.compile_jobs(k.outer, args, kernel_too=True)
+        assert [job[0] for job in jobs] == [k.outer, k.scaled_sum, k.count], jobs
+        assert _jit.compile_elsewhere(jobs)
+        run_tasks(k.outer, 1, x, out, k.CALLS)
+        assert out.tolist() == [20.0, 5.0, 50.0], out
+        assert not _jit._PENDING
+        assert not k.outer.stats.cache_misses, "compiled here"
+        assert not k.scaled_sum.stats.cache_misses and not k.count.stats.cache_misses
+        print("ok")
+    """)
+    done = _run_beside(tmp_path, script)
+    assert done.stdout.strip() == "ok", done.stdout
+
+
 def test_two_threads_first_calls_wait_for_the_callees_compiled_elsewhere(tmp_path):
     """Two threads' first calls at once (a dask scheduler's threads, each on a chunk):
     the second waits for the callees the other processes compile, as the first does,

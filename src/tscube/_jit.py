@@ -422,14 +422,16 @@ def arg_types(spec: str) -> tuple:
     return tuple(args)
 
 
-def compile_jobs(kernel, args, callees=()) -> list:
+def compile_jobs(kernel, args, callees=(), kernel_too: bool = False) -> list:
     """What other processes can compile for a first call of ``kernel`` on ``args``
     (:func:`compile_elsewhere`'s jobs): the callees by address of its :class:`Callees`
     arguments that numba's cache lacks (this process compiles the kernel meanwhile);
     then, when neither this process nor the cache has the kernel, and it has no callees
     by address, the kernel itself, or, given ``callees`` (pairs of a function the kernel
     links and the argument types it calls it with, which this process's compile of the
-    kernel then loads from the cache), those of them that are not cached.
+    kernel then loads from the cache), those of them that are not cached. With
+    ``kernel_too`` (this process compiles something else meanwhile, e.g. classic BFAST's
+    STL start), the kernel itself first, then its callees by address.
 
     A kernel links the machine code of its callees, so the callees a kernel's compile
     spends most of its time in can be compiled by another process meanwhile: on two
@@ -446,8 +448,8 @@ def compile_jobs(kernel, args, callees=()) -> list:
     sig = tuple(kernel.typeof_pyval(arg) for arg in args)
     if _cache_state(kernel, sig) != "missing" or sig in _PENDING.get(kernel, {}):
         return jobs
-    if not callees and not tables:
-        return [(kernel, sig, kernel)]
+    if kernel_too or not callees and not tables:
+        return [(kernel, sig, kernel)] + jobs
     return jobs + [(callee, tuple(callee_sig), kernel) for callee, callee_sig in callees
                    if _cache_state(callee, tuple(callee_sig)) == "missing"]
 
@@ -537,8 +539,8 @@ def wait_compiled(kernel, args=()) -> None:
     """Before ``kernel``'s call on ``args``: wait for :func:`compile_elsewhere`'s process
     compiling ``kernel``, if any (the kernel is then in the cache, unless that process
     failed: then the call compiles it); with callees by address in ``args``
-    (:class:`Callees`), compile the kernel here first, then wait for those compiled
-    elsewhere and load them all (a call would compile a missing one in a worker thread,
+    (:class:`Callees`), compile the kernel here first (unless another process does),
+    then wait for those compiled elsewhere and load them all (a call would compile a missing one in a worker thread,
     the others waiting)."""
     # once per process and table (hashing their types costs ~20 us a callee)
     tables = [arg for arg in args if isinstance(arg, Callees) and not arg.loaded]
@@ -546,8 +548,8 @@ def wait_compiled(kernel, args=()) -> None:
         by_address = [job for table in tables for job in table.jobs()]
         if any(sig in _PENDING.get(function, {}) for function, sig in by_address):
             sig = tuple(kernel.typeof_pyval(arg) for arg in args)
-            if sig not in kernel.overloads:
-                kernel.compile(sig)
+            if sig not in kernel.overloads and sig not in _PENDING.get(kernel, {}):
+                kernel.compile(sig)  # meanwhile (unless another process compiles it too)
         for function, callee_sig in by_address:
             job = _PENDING.get(function, {}).get(callee_sig)
             if job is not None:  # also when another thread asked first (a dask chunk's first call beside this)

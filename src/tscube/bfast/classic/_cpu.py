@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from ..._jit import Callees, arg_types, compile_elsewhere, compile_jobs, function_type, jit
+from ..._jit import Callees, compile_elsewhere, compile_jobs, function_type, jit
 from ..._threads import run_tasks
 from ..core.bai_perron_cpu import (MEMO_TYPES, PROGRAMME_CALLS, REPLAY_SCRATCH_TYPES, breaks_of,
                                    dummy_partitions, fit_residuals, group_partitions, memo_chunks, minus_2_loglik,
@@ -473,16 +473,6 @@ CLASSIC_CALLS = PROGRAMME_CALLS + Callees(
 )
 _FIT, _DUMMY = len(PROGRAMME_CALLS), len(PROGRAMME_CALLS) + 1
 
-#: What a first compile of :func:`_classic_kernel` has another process compile besides
-#: its callees by address (:func:`tscube._jit.compile_jobs`), in the order its typing
-#: reaches them.
-_KERNEL_CALLEES = (
-    (qr_fit_in_order, arg_types("f8[:, ::1], i8[::1], f8[::1], i8, i8, i8, f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], "
-                                "f8[:, ::1]")),
-    (pretest_pvalue, arg_types("f8[::1], i8, i8, i8, f8, f8, i8, f8[:, ::1], f8[::1], f8[::1]")),
-)
-
-
 def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict[str, np.ndarray]:
     """Engine entry point: ``values`` (T, P) -> the outputs of :func:`empty_classic_outputs`."""
     n_times, n_pixels = values.shape
@@ -512,9 +502,9 @@ def run(values: np.ndarray, plan: ClassicPlan, iterations: bool = False) -> dict
         out["trend_pretest_p"], out["n_season_breaks"], out["season_break_index"], out["season_confint"],
         out["season_pretest_p"], iter_trend, iter_season, CLASSIC_CALLS,
     ]
-    # a first call: other processes compile the kernel's callees while this one compiles
-    # the STL start, then the kernel
-    compile_elsewhere(compile_jobs(_classic_kernel, (0, n_chunks, *args), _KERNEL_CALLEES))
+    # a first call: other processes compile the kernel and its callees by address while
+    # this one compiles the STL start (docs/performance.md)
+    compile_elsewhere(compile_jobs(_classic_kernel, (0, n_chunks, *args), kernel_too=True))
     args[4], status = start_seasonal(values, invalid, plan.freq, "cpu")
     out["status"][:] = status
     out["n_obs"][:] = n_times - invalid.sum(axis=0)
