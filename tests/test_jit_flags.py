@@ -146,3 +146,35 @@ def test_a_compilation_is_announced_once_and_timed_and_a_cached_kernel_says_noth
     with compile_notice(quiet.append):
         outer(3.0)
     assert quiet == []
+
+
+def test_remembered_call_types_are_those_numba_resolves():
+    """``tscube._jit`` remembers numba's typing of operator, ``math`` and builtin calls
+    (numba redoes it at every occurrence): each remembered signature is what numba's own
+    resolution gives for the same function and argument types, and a function compiled
+    with them computes what it computes without them."""
+    import math
+
+    import numpy as np
+    from numba import njit
+    from numba.core.registry import cpu_target
+
+    from tscube import _jit
+
+    def mixed(x, i, flag):
+        total = 0.0
+        for j in range(len(x)):
+            v = x[j] * 2.0 - i / 3 + (j % 4) ** 2
+            if flag and v > 0.5:
+                total += math.sqrt(abs(v)) + min(v, 1.0)
+            x[j] = v
+        return total, -i, i // 2, float(i) * np.float32(1.5)
+
+    values = np.linspace(0.0, 1.0, 9)
+    remembered = njit(cache=False)(mixed)(values.copy(), 5, True)
+    assert remembered == mixed(values.copy(), 5, True)
+    context = cpu_target.typing_context
+    entries = [(key, signature) for key, signature in _jit._CALL_TYPES.items() if key[2] is type(context)]
+    assert len(entries) >= 10
+    for (function, args, _), signature in entries:
+        assert _jit._numba_call_type(function, context, args, {}) == signature, (function, args)
