@@ -152,7 +152,7 @@ def test_remembered_call_types_are_those_numba_resolves():
     """``tscube._jit`` remembers numba's typing of operator, ``math`` and builtin calls
     (numba redoes it at every occurrence): each remembered signature is what numba's own
     resolution gives for the same function and argument types, and a function compiled
-    with them computes what it computes without them."""
+    with them computes what Python computes."""
     import math
 
     import numpy as np
@@ -176,5 +176,5 @@ def test_remembered_call_types_are_those_numba_resolves():
     context = cpu_target.typing_context
     entries = [(key, signature) for key, signature in _jit._CALL_TYPES.items() if key[2] is type(context)]
     assert len(entries) >= 10
-    for (function, args, _), signature in entries:
+    for (function, args, _, _), signature in entries:
         assert _jit._numba_call_type(function, context, args, {}) == signature, (function, args)

@@ -4,9 +4,10 @@ always set; the stamp of its cache, which covers the modules a kernel compiles i
 writes under a file lock (:class:`LockedCacheFile`); compiling a kernel, or a kernel's
 largest callees, in another process while this one does other work
 (:func:`compile_jobs`, :func:`compile_elsewhere`); a kernel's largest callees called
-through their addresses instead of compiled into it (:class:`Callees`); and the notice
-that numba is compiling (:func:`compile_notice`). docs/performance.md says what a first
-call costs and why.
+through their addresses instead of compiled into it (:class:`Callees`); the notice
+that numba is compiling (:func:`compile_notice`); and numba's typing of operators
+remembered (:func:`_remembered_call_type`). docs/performance.md says what a first call
+costs and why.
 
 numba compiles a function that leaves one of these flags unset with the value of the
 jitted caller that compiles it first (``Flags.inherit_if_not_set``), then keeps that
@@ -50,6 +51,7 @@ from numba import njit, types
 from numba.core import caching, event, sigutils
 from numba.core.caching import _CacheLocator
 from numba.core.errors import NumbaExperimentalFeatureWarning
+from numba.core.target_extension import get_local_target
 from numba.extending import typeof_impl
 
 try:
@@ -109,8 +111,9 @@ warnings.filterwarnings("ignore", message="First-class function type feature is 
 #: Python's operators (``a * b``, ``x[i]``, ``x[i] = v``), ``math`` and the builtins
 #: (``min``, ``range``, ``len``).
 _REMEMBERED_MODULES = frozenset({"_operator", "math", "builtins"})
-#: ``(function type, argument types, typing context's class)`` -> the signature numba
-#: resolved (:func:`_remembered_call_type`); a function type's identity holds its templates.
+#: ``(function type, argument types, typing context's class, target)`` -> the signature
+#: numba resolved (:func:`_remembered_call_type`); a function type's identity holds its
+#: templates.
 _CALL_TYPES: dict = {}
 _numba_call_type = types.BaseFunction.get_call_type
 
@@ -119,15 +122,15 @@ def _remembered_call_type(self, context, args, kws):
     """numba's ``BaseFunction.get_call_type``, remembered for operators, ``math`` and
     builtins. numba types every call of such a function by trying its templates in order
     (about fifteen for ``*``), raising and formatting an error for each that does not
-    match, at every occurrence: 5,700 of the 8,500 call typings of the Bai–Perron lane
-    kernels' compile were the same few dozen, 14 % of its time (docs/performance.md).
+    match, at every occurrence: 7,900 of the 8,500 call typings of the Bai–Perron lane
+    kernels' compile repeated one of 200, 14 % of its time (docs/performance.md).
     Their outcome depends only on the function, its templates, the argument types and
     the target, so the first one serves the others (the implementation numba then
     lowers is the one it recorded at the first). Failures are not remembered: numba
     raises them each time, as before."""
     if kws or getattr(self.typing_key, "__module__", None) not in _REMEMBERED_MODULES:
         return _numba_call_type(self, context, args, kws)
-    key = (self, args, type(context))
+    key = (self, args, type(context), get_local_target(context))  # the target orders the templates
     signature = _CALL_TYPES.get(key)
     if signature is None:
         signature = _numba_call_type(self, context, args, kws)
@@ -573,8 +576,8 @@ def wait_compiled(kernel, args=()) -> None:
     compiling ``kernel``, if any (the kernel is then in the cache, unless that process
     failed: then the call compiles it); with callees by address in ``args``
     (:class:`Callees`), compile the kernel here first (unless another process does),
-    then wait for those compiled elsewhere and load them all (a call would compile a missing one in a worker thread,
-    the others waiting)."""
+    then wait for those compiled elsewhere and load them all (a call would compile a
+    missing one in a worker thread, the others waiting)."""
     # once per process and table (hashing their types costs ~20 us a callee)
     tables = [arg for arg in args if isinstance(arg, Callees) and not arg.loaded]
     if tables and hasattr(kernel, "typeof_pyval"):
