@@ -613,3 +613,27 @@ def test_each_history_kernel_holds_only_its_own_method():
         modules[method] = {name: name in module for name in ("_roc_pixel", "_programme_row_1", "replay_partitions")}
     assert modules == {"ROC": {"_roc_pixel": True, "_programme_row_1": False, "replay_partitions": False},
                        "BP": {"_roc_pixel": False, "_programme_row_1": True, "replay_partitions": False}}
+
+
+def test_each_stl_kernel_holds_only_the_path_its_series_take():
+    """STL's kernel decomposes a call's series either a block at a time or one by one
+    (periodic fits, as classic BFAST's start; very long series), never both: numba prunes
+    the other path (an argument that is None), so a periodic call does not compile the
+    blocks' loess code, nor a default call the one-by-one path. The check reads each
+    compiled version's LLVM module (a private numba API; also from the cache)."""
+    from tscube.stl import _cpu as stl_cpu
+    from tscube.stl import stl
+
+    rng = np.random.default_rng(3)
+    cube = 0.5 + 0.2 * np.sin(np.arange(96)[:, None] * 2 * np.pi / 12) + rng.normal(0, 0.02, (96, 6))
+    stl(cube, 12, engine="cpu")
+    stl(cube, 12, seasonal="periodic", engine="cpu")
+    modules = {}
+    for signature, compiled in stl_cpu._decompose_batch.overloads.items():
+        blocked, one_by_one = signature[12:14]
+        path = "blocks" if isinstance(one_by_one, numba.types.NoneType) else "one by one"
+        assert isinstance(blocked, numba.types.NoneType) == (path == "one by one")
+        module = str(compiled.library._get_module_for_linking())
+        modules[path] = {name: name in module for name in ("_decompose_block", "decompose_one")}
+    assert modules == {"blocks": {"_decompose_block": True, "decompose_one": False},
+                       "one by one": {"_decompose_block": False, "decompose_one": True}}

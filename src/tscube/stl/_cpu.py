@@ -1101,15 +1101,16 @@ def _decompose_block(y, prm, tabled, low_tabled, seasonal, trend, rw, status, ma
 
 @jit(nogil=True)
 def _decompose_batch(c, n_chunks, values, has_nodata, nodata, prm, centered_t, denominator, tables,
-                     tabled, low_tabled, n_blocked, one_by_one, out_s, out_t, out_r, out_w, slope, amplitude,
-                     status):
+                     tabled, low_tabled, n_blocked, blocked, one_by_one, out_s, out_t, out_r, out_w, slope,
+                     amplitude, status):
     """STL of the series (columns) of the time-first data ``values`` (missing: NaN, +-inf
     or ``nodata``), written time-first to ``out_s``, ``out_t``, ``out_r`` (remainder) and
     ``out_w`` (robustness weights), with each series' trend slope against ``centered_t``
     (sum of squares ``denominator``) and seasonal amplitude: the first ``n_blocked``
     BLOCK at a time, read and written a date (row) at a time, the others (periodic fits,
-    very long series) one by one; ``one_by_one`` is None when there are none (numba then
-    compiles the kernel without that path: ``is None`` on an argument prunes the branch).
+    very long series) one by one; ``blocked`` and ``one_by_one`` are None when there are
+    none of either (numba then compiles the kernel without that path: ``is None`` on an
+    argument prunes the branch; a periodic STL, classic BFAST's start, has no blocks).
     This call does chunk ``c`` of ``n_chunks`` (a task of :func:`tscube._threads.run_tasks`)."""
     n, n_series = values.shape
     p = prm[1]
@@ -1126,50 +1127,51 @@ def _decompose_batch(c, n_chunks, values, has_nodata, nodata, prm, centered_t, d
     block_first = c * n_blocks // n_chunks
     block_stop = (c + 1) * n_blocks // n_chunks
     width = 0
-    for block in range(block_first, block_stop):
-        if width != min(BLOCK, n_blocked - block * BLOCK):  # first or short last block
-            width = min(BLOCK, n_blocked - block * BLOCK)
-            y_b = np.empty((n, width))
-            seasonal_b = np.empty((n, width))
-            trend_b = np.empty((n, width))
-            rw_b = np.empty((n, width))
-            status_b = np.empty(width, dtype=np.int64)
-            mask_b = np.empty((n, width))
-            wmask_b = np.empty((n, width))
-            ones_b = np.empty((n, width))
-            work_b = np.empty((n + 2, width))
-            cycle_b = np.empty((n + 2 * p, width))
-            ma1_b = np.empty((n + p + 1, width))
-            ma2_b = np.empty((n + 2, width))
-            low_b = np.empty((n, width))
-            fbuf_b = np.empty((n + 2, width))
-            sbuf_b = np.empty((n + 2, width))
-            acc = np.empty((_FULL + 1, width))
-            lane_resid = np.empty((width, n))
-            counts = np.empty(width, dtype=np.int64)
-            nb_h = np.empty((n_nb, width))
-            nb_span = np.empty((n_nb, 2), dtype=np.int64)
-        s0 = block * BLOCK
-        for i in range(n):  # one pass over the dates, BLOCK values of each
+    if blocked is not None:  # else pruned at compile time: a kernel for calls without blocks lacks their code
+        for block in range(block_first, block_stop):
+            if width != min(BLOCK, n_blocked - block * BLOCK):  # first or short last block
+                width = min(BLOCK, n_blocked - block * BLOCK)
+                y_b = np.empty((n, width))
+                seasonal_b = np.empty((n, width))
+                trend_b = np.empty((n, width))
+                rw_b = np.empty((n, width))
+                status_b = np.empty(width, dtype=np.int64)
+                mask_b = np.empty((n, width))
+                wmask_b = np.empty((n, width))
+                ones_b = np.empty((n, width))
+                work_b = np.empty((n + 2, width))
+                cycle_b = np.empty((n + 2 * p, width))
+                ma1_b = np.empty((n + p + 1, width))
+                ma2_b = np.empty((n + 2, width))
+                low_b = np.empty((n, width))
+                fbuf_b = np.empty((n + 2, width))
+                sbuf_b = np.empty((n + 2, width))
+                acc = np.empty((_FULL + 1, width))
+                lane_resid = np.empty((width, n))
+                counts = np.empty(width, dtype=np.int64)
+                nb_h = np.empty((n_nb, width))
+                nb_span = np.empty((n_nb, 2), dtype=np.int64)
+            s0 = block * BLOCK
+            for i in range(n):  # one pass over the dates, BLOCK values of each
+                for b in range(width):
+                    y_b[i, b] = clean_value(values[i, s0 + b], has_nodata, nodata)
+            _decompose_block(y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
+                             status_b, mask_b, wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b,
+                             low_b, fbuf_b, sbuf_b, acc, nb_h, nb_span, lane_resid,
+                             counts, valid, xv, sub_xv, sub_start, sub_nv, tables)
+            for i in range(n):
+                for b in range(width):
+                    lane = s0 + b
+                    fit_s, fit_t = seasonal_b[i, b], trend_b[i, b]
+                    out_s[i, lane] = fit_s
+                    out_t[i, lane] = fit_t
+                    # y_b is 0 where missing: the remainder is NaN there, as y - s - t
+                    out_r[i, lane] = y_b[i, b] - fit_s - fit_t if mask_b[i, b] > 0.0 else np.nan
+                    out_w[i, lane] = rw_b[i, b]
             for b in range(width):
-                y_b[i, b] = clean_value(values[i, s0 + b], has_nodata, nodata)
-        _decompose_block(y_b, prm, tabled, low_tabled, seasonal_b, trend_b, rw_b,
-                         status_b, mask_b, wmask_b, ones_b, work_b, cycle_b, ma1_b, ma2_b,
-                         low_b, fbuf_b, sbuf_b, acc, nb_h, nb_span, lane_resid,
-                         counts, valid, xv, sub_xv, sub_start, sub_nv, tables)
-        for i in range(n):
-            for b in range(width):
-                lane = s0 + b
-                fit_s, fit_t = seasonal_b[i, b], trend_b[i, b]
-                out_s[i, lane] = fit_s
-                out_t[i, lane] = fit_t
-                # y_b is 0 where missing: the remainder is NaN there, as y - s - t
-                out_r[i, lane] = y_b[i, b] - fit_s - fit_t if mask_b[i, b] > 0.0 else np.nan
-                out_w[i, lane] = rw_b[i, b]
-        for b in range(width):
-            status[s0 + b] = status_b[b]
-            slope[s0 + b], amplitude[s0 + b] = series_summaries(
-                trend_b[:, b], seasonal_b[:, b], centered_t, denominator, p, cycle_means)
+                status[s0 + b] = status_b[b]
+                slope[s0 + b], amplitude[s0 + b] = series_summaries(
+                    trend_b[:, b], seasonal_b[:, b], centered_t, denominator, p, cycle_means)
     if one_by_one is None:
         return  # pruned at compile time: a kernel for calls without such series lacks this code
     start = n_blocked + c * n_single // n_chunks
@@ -1270,8 +1272,8 @@ def decompose_cube(values, nodata, prm: StlParams, times, out_dtype):
             # a chunk allocates its block's arrays once: few, large chunks
             n_chunks = min((n_series + BLOCK - 1) // BLOCK, numba.get_num_threads())
         run_tasks(_decompose_batch, n_chunks, values, has_nodata, marker, codes, *centred_times(times),
-                  tables, tabled, low_tabled, n_blocked, True if n_blocked < n_series else None, *outputs, slope,
-                  amplitude, status)
+                  tables, tabled, low_tabled, n_blocked, True if n_blocked else None,
+                  True if n_blocked < n_series else None, *outputs, slope, amplitude, status)
     return outputs, slope, amplitude, status
 
 
