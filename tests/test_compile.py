@@ -589,6 +589,14 @@ def test_per_pixel_kernels_compile_once_for_every_kind_of_cube():
             np.testing.assert_array_equal(result.n_history, runs[0].n_history)
 
 
+def _linked_code(kernel, arguments: slice, names: tuple) -> list:
+    """For each compiled version of ``kernel``: the types of its ``arguments`` and whether
+    each of ``names`` is in its LLVM module (the one numba links into callers: a private
+    numba API; also from the cache)."""
+    return [(signature[arguments], {name: name in str(compiled.library._get_module_for_linking()) for name in names})
+            for signature, compiled in kernel.overloads.items()]
+
+
 def test_each_history_kernel_holds_only_its_own_method():
     """The per-pixel history kernel is compiled once for ROC (a float level, designs too
     wide for the lanes) and once for BP: numba prunes a branch at compile time only where
@@ -605,12 +613,11 @@ def test_each_history_kernel_holds_only_its_own_method():
     for history in ("ROC", "BP"):
         bfast_monitor(cube.data, cube.dates, cube.start, freq=23, order=5, history=history, engine="cpu")
     modules = {}
-    for signature, compiled in history_cpu._history_kernel.overloads.items():
-        roc_level, bai_perron = signature[8:10]
+    names = ("_roc_pixel", "_programme_row_1", "replay_partitions")
+    for (roc_level, bai_perron), held in _linked_code(history_cpu._history_kernel, slice(8, 10), names):
         method = "ROC" if isinstance(bai_perron, numba.types.NoneType) else "BP"
         assert isinstance(roc_level, numba.types.NoneType) == (method == "BP")
-        module = str(compiled.library._get_module_for_linking())
-        modules[method] = {name: name in module for name in ("_roc_pixel", "_programme_row_1", "replay_partitions")}
+        modules[method] = held
     assert modules == {"ROC": {"_roc_pixel": True, "_programme_row_1": False, "replay_partitions": False},
                        "BP": {"_roc_pixel": False, "_programme_row_1": True, "replay_partitions": False}}
 
@@ -629,11 +636,10 @@ def test_each_stl_kernel_holds_only_the_path_its_series_take():
     stl(cube, 12, engine="cpu")
     stl(cube, 12, seasonal="periodic", engine="cpu")
     modules = {}
-    for signature, compiled in stl_cpu._decompose_batch.overloads.items():
-        blocked, one_by_one = signature[12:14]
+    for (blocked, one_by_one), held in _linked_code(stl_cpu._decompose_batch, slice(12, 14),
+                                                    ("_decompose_block", "decompose_one")):
         path = "blocks" if isinstance(one_by_one, numba.types.NoneType) else "one by one"
         assert isinstance(blocked, numba.types.NoneType) == (path == "one by one")
-        module = str(compiled.library._get_module_for_linking())
-        modules[path] = {name: name in module for name in ("_decompose_block", "decompose_one")}
+        modules[path] = held
     assert modules == {"blocks": {"_decompose_block": True, "decompose_one": False},
                        "one by one": {"_decompose_block": False, "decompose_one": True}}
