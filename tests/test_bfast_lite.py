@@ -188,6 +188,40 @@ def test_cpu_equals_reference_with_short_segments(nan_fraction, options):
     _assert_same(cpu, ref)
 
 
+def test_the_condition_bound_of_a_window_is_numpys():
+    """``_well_conditioned`` (a start's first ``h < 3k`` rows: the bound that decides
+    between the sums and R's recursion) against NumPy's 1-norm condition number of the
+    window's Gram scaled to a unit diagonal, on windows from well conditioned to nearly
+    collinear columns: the same decision wherever the number is not within 1e-6 of the
+    bound, and both decisions met."""
+    from tscube.bfast.core import bai_perron_cpu as bp
+
+    rng = np.random.default_rng(11)
+    n, k, h = 80, 24, 30
+    decisions = set()
+    for a in (0.1, 0.3, 0.5, 0.55, 0.6):
+        # columns mixed by a unit upper triangle of -a above the diagonal: every equilibrated
+        # pivot passes the sums' bound, the condition number grows as (1 + a)^k (the
+        # near-singular Grams of R's 24-column season contrasts on short windows)
+        X = rng.normal(size=(n, k)) @ (np.eye(k) - a * np.triu(np.ones((k, k)), 1))
+        rows = np.arange(n)
+        S, U, YY = np.zeros((n + 1, k, k)), np.zeros((n + 1, k)), np.zeros(n + 1)
+        bp._prefix_sums(X, rows, rng.normal(size=n), n, S, U, YY)
+        P, L = np.zeros((k, k)), np.zeros((k, k))
+        for i in range(0, n - h, 5):
+            if not bp._inverse_from_sums(S, i, i + h, P, L):
+                continue  # pivots too small for the sums: the bound is not asked
+            gram = X[i:i + h].T @ X[i:i + h]
+            scale = 1 / np.sqrt(np.diag(gram))
+            scaled = gram * np.outer(scale, scale)
+            number = np.linalg.norm(scaled, 1) * np.linalg.norm(np.linalg.inv(scaled), 1)
+            if abs(number / bp._SHORT_MAX_COND - 1) > 1e-6:
+                decision = bp._well_conditioned(S, i, i + h, P, L[0])
+                assert decision == (number <= bp._SHORT_MAX_COND)
+                decisions.add(decision)
+    assert decisions == {True, False}
+
+
 def test_refined_rss_keeps_what_the_plain_sums_lose():
     """Twelve consecutive 16-day rows of the default design (8 columns): the plain
     ``y'y - b'X'y`` from the prefix sums of a 275-date series is off by up to 1e-4 of the
@@ -206,7 +240,7 @@ def test_refined_rss_keeps_what_the_plain_sums_lose():
     P, L, scratch, u, beta = np.zeros((k, k)), np.zeros((k, k)), np.zeros(n), np.zeros(k), np.zeros(k)
     plain_error = refined_error = 0.0
     for i in range(0, n - h, 7):
-        assert bp._inverse_from_sums(S, i, i + h, P, L) and bp._well_conditioned(S, i, i + h, P)
+        assert bp._inverse_from_sums(S, i, i + h, P, L) and bp._well_conditioned(S, i, i + h, P, L[0])
         exact = np.sum((y[i:i + h] - X[i:i + h] @ np.linalg.lstsq(X[i:i + h], y[i:i + h], rcond=None)[0]) ** 2)
         plain_error = max(plain_error, abs(bp._rss_from_sums(P, U, YY, i, i + h) - exact) / exact)
         refined = bp._first_rss(X, rows, y, mean, P, U, YY, i, i + h, scratch, u, beta)

@@ -475,19 +475,23 @@ def refined_rss(X, rows, first, count, yc, P, u, beta):
 
 
 @jit()
-def _well_conditioned(S, i, j, P):
+def _well_conditioned(S, i, j, P, d):
     """Whether the Gram of compacted rows ``i..j-1`` (prefix sums ``S``, lower triangle),
     scaled to a unit diagonal, has a 1-norm condition number of at most
-    :data:`_SHORT_MAX_COND`, with ``P`` its inverse (from :func:`_inverse_from_sums`)."""
+    :data:`_SHORT_MAX_COND`, with ``P`` its inverse (from :func:`_inverse_from_sums`).
+    Scratch ``d`` ``(>= k,)``: the scales, one square root each (not one per entry: with
+    ``h`` below ``3k``, every start of a pixel asks)."""
     k = P.shape[0]
+    for a in range(k):
+        d[a] = math.sqrt(S[j, a, a] - S[i, a, a])
     gram_norm = 0.0
     inverse_norm = 0.0
     for b in range(k):
-        db = math.sqrt(S[j, b, b] - S[i, b, b])
+        db = d[b]
         g = 0.0
         q = 0.0
         for a in range(k):
-            da = math.sqrt(S[j, a, a] - S[i, a, a])
+            da = d[a]
             gab = S[j, a, b] - S[i, a, b] if a >= b else S[j, b, a] - S[i, b, a]
             g += abs(gab) / (da * db)
             q += abs(P[a, b]) * (da * db)
@@ -624,7 +628,7 @@ def _sums_fit(S, i, j, P, L):
     (:func:`_well_conditioned`)."""
     if not _inverse_from_sums(S, i, j, P, L):
         return False
-    return j - i >= _PLAIN_RSS_MIN_ROWS * P.shape[0] or _well_conditioned(S, i, j, P)
+    return j - i >= _PLAIN_RSS_MIN_ROWS * P.shape[0] or _well_conditioned(S, i, j, P, L[0])
 
 
 @jit()
@@ -991,7 +995,7 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
                     for a in range(k):
                         for b in range(a + 1):
                             P[a, b] = P[b, a] = W[(a * (a + 1) // 2 + b) * LANES + l]
-                    if _well_conditioned(S, i, i + h, P):
+                    if _well_conditioned(S, i, i + h, P, R[0]):
                         first_rss = _first_rss(X, rows, y, mean, P, U, YY, i, i + h, Q[0], Px, beta)
                     else:
                         kind = _START_RECURSION
