@@ -188,6 +188,44 @@ def test_cpu_equals_reference_with_short_segments(nan_fraction, options):
     _assert_same(cpu, ref)
 
 
+@pytest.mark.parametrize("k", [4, 6, 9, 24])
+def test_the_one_start_updates_sum_in_the_order_written(k):
+    """``_update`` (the one-start Sherman–Morrison updates of every model but the default
+    eight regressors) against the same arithmetic in Python, row by row: ``P x`` summed in
+    the order of ``b``, then ``f``, the prediction from the sums, the RSS and the downdate.
+    Bit for bit: the recorded steps are what the memo's replays read back."""
+    from tscube.bfast.core import bai_perron_cpu as bp
+
+    rng = np.random.default_rng(k)
+    n, first, count = 6 * k, 3 * k, 2 * k
+    X, y, mean = rng.normal(size=(n, k)), rng.normal(size=n), 0.25
+    U = np.concatenate([np.zeros((1, k)), np.cumsum(X * (y - mean)[:, None], axis=0)])
+    P0 = np.linalg.inv(X[:first].T @ X[:first])
+    P, Px, out, steps = P0.copy(), np.zeros(k), np.zeros(count), np.zeros((count, k + 1))
+    bp._update(X, np.arange(n), y, mean, U, 0, first, 1, count, 0.5, P, Px, out, steps, 0, True)
+    Q, total = P0.tolist(), 0.5
+    for c in range(count):
+        x = X[first + c].tolist()
+        px = [0.0] * k
+        for b in range(k):
+            for a in range(k):
+                px[a] += Q[b][a] * x[b]
+        f = 1.0
+        for a in range(k):
+            f += x[a] * px[a]
+        inv_f = 1.0 / f
+        pred = 0.0
+        for a in range(k):
+            pred += px[a] * (U[first + c, a] - U[0, a])
+        err = (y[first + c] - mean) - pred
+        total += err * (err * inv_f)
+        assert steps[c].tolist() == px + [inv_f] and out[c] == total
+        for a in range(k):
+            for b in range(k):
+                Q[a][b] -= (px[a] * inv_f) * px[b]
+    assert P.tolist() == Q
+
+
 def test_the_condition_bound_of_a_window_is_numpys():
     """``_well_conditioned`` (a start's first ``h < 3k`` rows: the bound that decides
     between the sums and R's recursion) against NumPy's 1-norm condition number of the
