@@ -95,15 +95,26 @@ def _dot(a, b, first, step, count):
 
 @jit(error_model="numpy", plain_args=True)
 def _upper_inverse(R, n, Rinv):
-    """``Rinv[:n, :n]`` = the inverse of the upper triangle ``R[:n, :n]``, column by
-    column by back substitution (``Rinv``'s lower triangle left as it is: zeros)."""
-    for c in range(n):
-        Rinv[c, c] = 1.0 / R[c, c]
-        for a in range(c - 1, -1, -1):
-            s = 0.0
-            for m in range(a + 1, c + 1):
-                s += R[a, m] * Rinv[m, c]
-            Rinv[a, c] = -s / R[a, a]
+    """``Rinv[:n, :n]`` = the inverse of the upper triangle ``R[:n, :n]`` by back
+    substitution (``Rinv``'s lower triangle left as it is: zeros). Row after row from the
+    last: row ``a`` is ``-(sum over m > a of R[a, m] Rinv[m, :]) / R[a, a]``, each entry
+    summed over ``m`` in ascending order (as a column-by-column substitution sums it:
+    the same bits), the rows added whole, which vectorises (one entry at a time was a
+    chain of dependent additions and divisions)."""
+    for a in range(n - 1, -1, -1):
+        row = Rinv[a, a + 1:n]  # views from index 0 (a loop over them vectorises)
+        for c in range(n - a - 1):
+            row[c] = 0.0
+        for m in range(a + 1, n):
+            r = R[a, m]
+            later = Rinv[m, m:n]
+            part = Rinv[a, m:n]
+            for c in range(n - m):
+                part[c] += r * later[c]
+        d = R[a, a]
+        for c in range(n - a - 1):
+            row[c] = -row[c] / d
+        Rinv[a, a] = 1.0 / d
 
 
 @jit(error_model="numpy", plain_args=True)  # a per-segment set-up: one version for every caller's constants
@@ -1112,11 +1123,15 @@ def _rotate_rows(G, u, first_row, last_row):
         s = b * inv
         G[m, m] = r
         u[m] = 0.0
-        for j in range(m + 1, width):
-            g = G[m, j]
-            v = u[j]
-            G[m, j] = c * g + s * v
-            u[j] = c * v - s * g
+        # views from column m + 1: a loop from 0 over them vectorises, one from m + 1 does
+        # not (numba's LLVM; the same operations, the same bits)
+        Gm = G[m, m + 1:width]
+        um = u[m + 1:width]
+        for j in range(width - m - 1):
+            g = Gm[j]
+            v = um[j]
+            Gm[j] = c * g + s * v
+            um[j] = c * v - s * g
 
 
 @jit(inline="always", error_model="numpy")  # small helpers of _givens_recursion: compiled in it (2 s less compile)
