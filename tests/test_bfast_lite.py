@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from functools import lru_cache
@@ -224,6 +225,46 @@ def test_the_one_start_updates_sum_in_the_order_written(k):
             for b in range(k):
                 Q[a][b] -= (px[a] * inv_f) * px[b]
     assert P.tolist() == Q
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 24])
+def test_the_factor_kernels_do_the_plain_loops_arithmetic(k):
+    """R's recursion's kernels (``_upper_inverse``, ``_rotate_rows``), written so that
+    they vectorise, against the plain loops in Python: bit for bit. The inverse of the
+    triangle, column by column by back substitution; a row rotated into the factor, one
+    rotation at a time (a zero entry skipped)."""
+    from tscube.bfast.core import bai_perron_cpu as bp
+
+    rng = np.random.default_rng(k)
+    R = np.triu(rng.normal(size=(k, k + 1))) + 2 * np.eye(k, k + 1)
+    inverse = np.zeros((k, k))
+    bp._upper_inverse(R, k, inverse)
+    plain = [[0.0] * k for _ in range(k)]
+    for c in range(k):
+        plain[c][c] = 1.0 / R[c, c]
+        for a in range(c - 1, -1, -1):
+            s = 0.0
+            for m in range(a + 1, c + 1):
+                s += R[a, m] * plain[m][c]
+            plain[a][c] = -s / R[a, a]
+    assert inverse.tolist() == plain
+
+    u = rng.normal(size=k + 1)
+    u[k // 2] = 0.0
+    G, g, v = R.copy(), R.tolist(), u.tolist()
+    bp._rotate_rows(G, u, 0, k)
+    for m in range(k):
+        b = v[m]
+        if b == 0.0:
+            continue
+        a = g[m][m]
+        r = math.sqrt(a * a + b * b)
+        inv = 1.0 / r
+        c, s = a * inv, b * inv
+        g[m][m], v[m] = r, 0.0
+        for j in range(m + 1, k + 1):
+            g[m][j], v[j] = c * g[m][j] + s * v[j], c * v[j] - s * g[m][j]
+    assert G.tolist() == g and u.tolist() == v
 
 
 def test_the_condition_bound_of_a_window_is_numpys():
