@@ -295,7 +295,7 @@ def test_the_condition_bound_of_a_window_is_numpys():
             scaled = gram * np.outer(scale, scale)
             number = np.linalg.norm(scaled, 1) * np.linalg.norm(np.linalg.inv(scaled), 1)
             if abs(number / bp._SHORT_MAX_COND - 1) > 1e-6:
-                decision = bp._well_conditioned(S, i, i + h, P, L[0])
+                decision = bp._well_conditioned(S, i, i + h, P, L)
                 assert decision == (number <= bp._SHORT_MAX_COND)
                 decisions.add(decision)
     assert decisions == {True, False}
@@ -319,7 +319,7 @@ def test_refined_rss_keeps_what_the_plain_sums_lose():
     P, L, scratch, u, beta = np.zeros((k, k)), np.zeros((k, k)), np.zeros(n), np.zeros(k), np.zeros(k)
     plain_error = refined_error = 0.0
     for i in range(0, n - h, 7):
-        assert bp._inverse_from_sums(S, i, i + h, P, L) and bp._well_conditioned(S, i, i + h, P, L[0])
+        assert bp._inverse_from_sums(S, i, i + h, P, L) and bp._well_conditioned(S, i, i + h, P, L)
         exact = np.sum((y[i:i + h] - X[i:i + h] @ np.linalg.lstsq(X[i:i + h], y[i:i + h], rcond=None)[0]) ** 2)
         plain_error = max(plain_error, abs(bp._rss_from_sums(P, U, YY, i, i + h) - exact) / exact)
         refined = bp._first_rss(X, rows, y, mean, P, U, YY, i, i + h, scratch, u, beta)

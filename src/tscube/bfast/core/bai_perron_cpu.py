@@ -485,24 +485,25 @@ def refined_rss(X, rows, first, count, yc, P, u, beta):
     return rss
 
 
-@jit()
-def _well_conditioned(S, i, j, P, d):
+@jit(inline="always")  # in its callers, as the compiler did with it before its scales were hoisted: called, it made lane_starts 2-3 % slower
+def _well_conditioned(S, i, j, P, scratch):
     """Whether the Gram of compacted rows ``i..j-1`` (prefix sums ``S``, lower triangle),
     scaled to a unit diagonal, has a 1-norm condition number of at most
     :data:`_SHORT_MAX_COND`, with ``P`` its inverse (from :func:`_inverse_from_sums`).
-    Scratch ``d`` ``(>= k,)``: the scales, one square root each (not one per entry: with
-    ``h`` below ``3k``, every start of a pixel asks)."""
+    Scratch ``(>= 1, >= k)``: the scales in its first row, one square root each (not one
+    per entry: with ``h`` below ``3k``, every start of a pixel asks; a matrix, not a view
+    of one's row, which would cost the caller's loop a reference count)."""
     k = P.shape[0]
     for a in range(k):
-        d[a] = math.sqrt(S[j, a, a] - S[i, a, a])
+        scratch[0, a] = math.sqrt(S[j, a, a] - S[i, a, a])
     gram_norm = 0.0
     inverse_norm = 0.0
     for b in range(k):
-        db = d[b]
+        db = scratch[0, b]
         g = 0.0
         q = 0.0
         for a in range(k):
-            da = d[a]
+            da = scratch[0, a]
             gab = S[j, a, b] - S[i, a, b] if a >= b else S[j, b, a] - S[i, b, a]
             g += abs(gab) / (da * db)
             q += abs(P[a, b]) * (da * db)
@@ -652,7 +653,7 @@ def _sums_fit(S, i, j, P, L):
     (:func:`_well_conditioned`)."""
     if not _inverse_from_sums(S, i, j, P, L):
         return False
-    return j - i >= _PLAIN_RSS_MIN_ROWS * P.shape[0] or _well_conditioned(S, i, j, P, L[0])
+    return j - i >= _PLAIN_RSS_MIN_ROWS * P.shape[0] or _well_conditioned(S, i, j, P, L)
 
 
 @jit()
@@ -1019,7 +1020,7 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
                     for a in range(k):
                         for b in range(a + 1):
                             P[a, b] = P[b, a] = W[(a * (a + 1) // 2 + b) * LANES + l]
-                    if _well_conditioned(S, i, i + h, P, R[0]):
+                    if _well_conditioned(S, i, i + h, P, R):
                         first_rss = _first_rss(X, rows, y, mean, P, U, YY, i, i + h, Q[0], Px, beta)
                     else:
                         kind = _START_RECURSION
