@@ -485,7 +485,8 @@ def refined_rss(X, rows, first, count, yc, P, u, beta):
     return rss
 
 
-@jit(inline="always")  # in its callers, as the compiler did with it before its scales were hoisted: called, it made lane_starts 2-3 % slower
+# in its callers, as LLVM inlined it before its scales were hoisted (called, it made lane_starts 2-3 % slower)
+@jit(inline="always")
 def _well_conditioned(S, i, j, P, scratch):
     """Whether the Gram of compacted rows ``i..j-1`` (prefix sums ``S``, lower triangle),
     scaled to a unit diagonal, has a 1-norm condition number of at most
@@ -674,23 +675,26 @@ def start_kind(X, rows, n, h, i, back, S, Q, L, P):
 @jit()
 def sums_segments(X, rows, y, mean, P, U, YY, i, h, stop, w, yc, Px, beta, steps, at, record):
     """The segments of a :data:`_START_SUMS` start ``i`` (``P`` the inverse Gram of its
-    first ``h`` rows) ending at rows ``i + h - 1 .. stop - 1``: their RSS to ``w[0..]``
-    (scratch ``yc`` ``(>= min(h, 3k),)``, ``Px``, ``beta`` ``(k,)``; ``steps``, ``at``,
-    ``record``: the memo's, as :func:`_update`)."""
+    first ``h`` rows) ending at rows ``i + h - 1 .. stop - 1``: their RSS to ``w[0..]``;
+    or, with ``stop <= i``, those ending at row ``i + h - 1`` (the last row, in
+    :func:`last_segments`) and starting at rows ``i .. stop`` (one pass backwards from
+    the fit of rows ``i..i+h-1``: least squares does not depend on the order of the
+    rows): ``w[c]`` = the RSS of rows ``i - c .. i + h - 1``. Scratch ``yc``
+    ``(>= min(h, 3k),)``, ``Px``, ``beta`` ``(k,)``; ``steps``, ``at``, ``record``: the
+    memo's, as :func:`_update`. (One function both ways: one callee to compile.)"""
     w[0] = _first_rss(X, rows, y, mean, P, U, YY, i, i + h, yc, Px, beta)
-    _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
+    if stop > i:
+        _update(X, rows, y, mean, U, i, i + h, 1, stop - i - h, w[0], P, Px, w[1:], steps, at, record)
+    else:
+        _update(X, rows, y, mean, U, i + h, i - 1, -1, i - stop, w[0], P, Px, w[1:], steps, at, record)
 
 
-@jit()
-def last_segments(X, rows, y, mean, P, U, YY, n, h, last, w, yc, Px, beta, steps, at, record):
-    """The RSS of every last segment ``i..n-1`` (``i <= n - h``) to ``last[i]``, from one
-    pass backwards from the fit of the last ``h`` rows (``P`` their inverse Gram; least
-    squares does not depend on the order of the rows); scratch ``w`` ``(n - h,)``, the
-    rest as :func:`sums_segments`."""
-    last[n - h] = _first_rss(X, rows, y, mean, P, U, YY, n - h, n, yc, Px, beta)
-    _update(X, rows, y, mean, U, n, n - h - 1, -1, n - h, last[n - h], P, Px, w, steps, at, record)
-    for c in range(n - h):
-        last[n - h - 1 - c] = w[c]
+@jit(inline="always")
+def last_segments(n, h, last, w):
+    """``last[i]`` = the RSS of the last segment ``i..n-1`` (``i <= n - h``) from ``w``,
+    what :func:`sums_segments` computed backwards from start ``n - h`` to ``0``."""
+    for c in range(n - h + 1):
+        last[n - h - c] = w[c]
 
 
 # What the cuda engine of BFAST Lite runs per thread (numba-cuda compiles these, and all
@@ -707,7 +711,8 @@ def pixel_sums(X, rows, y, n, h, S, U, YY, Q, L, P, Px, yc, beta, last, w, steps
     mean = _prefix_sums(X, rows, y, n, S, U, YY)
     back = h > X.shape[1] and _sums_fit(S, n - h, n, P, L)
     if back:
-        last_segments(X, rows, y, mean, P, U, YY, n, h, last, w, yc, Px, beta, steps, 0, False)
+        sums_segments(X, rows, y, mean, P, U, YY, n - h, h, 0, w, yc, Px, beta, steps, 0, False)
+        last_segments(n, h, last, w)
     return mean, back
 
 
@@ -954,7 +959,8 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
         if back:
             _copy_square(memo_P, n, P)
     if back:  # last[i]: the RSS of the last segment i..n-1, from one pass backwards
-        calls[_LAST](X, rows, y, mean, P, U, YY, n, h, last, w, Q[0], Px, beta, steps, at, record)
+        calls[_SUMS](X, rows, y, mean, P, U, YY, n - h, h, 0, w, Q[0], Px, beta, steps, at, record)
+        last_segments(n, h, last, w)
         at += n - h
     stop = (n - h) if back else n
     for i in range(n - h + 1):
@@ -1691,10 +1697,10 @@ FORWARD_TYPE = function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], i8, 
                              "i8[::1], f8[::1], f8[:, ::1], f8[::1], f8[:, ::1]")
 
 #: Indices in :data:`PROGRAMME_CALLS`.
-_LANE_STARTS, _FORWARD, _REPLAY, _LAST, _SUMS = range(5)
+_LANE_STARTS, _FORWARD, _REPLAY, _SUMS = range(4)
 
 #: The Bai–Perron programme's callees by address (:class:`tscube._jit.Callees`), in
-#: decreasing order of their compile time (about 14, 10, 5, 0.6 and 0.5 s on a 2-core
+#: decreasing order of their compile time (about 14, 10, 5 and 0.6 s on a 2-core
 #: Zen 3): the kernels that run the programme (BFAST Lite, ``history="BP"``, classic
 #: BFAST) pass them, with their own after them, as one argument, ``calls``. A first call
 #: has other processes compile those not cached (:func:`tscube._jit.compile_jobs`) while
@@ -1709,8 +1715,6 @@ PROGRAMME_CALLS = Callees(
         f"f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], i8, {MEMO_TYPES}, "
         f"{REPLAY_SCRATCH_TYPES}, f8[::1], f8[:, ::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1]",
         FORWARD_TYPE)),
-    (last_segments, function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, f8[::1], "
-                                   "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
     (sums_segments, function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, i8, "
                                   "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
 )
