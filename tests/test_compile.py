@@ -385,12 +385,16 @@ def test_a_compiling_process_imports_the_job_module_but_not_the_public_api():
     assert done.stdout.decode().strip() == "1"
 
 
-def test_callees_by_address_are_dealt_to_processes_back_and_forth():
+def test_callees_by_address_are_dealt_to_processes_by_their_compile_seconds_or_back_and_forth():
     from tscube._jit import _deal
 
     assert _deal(list("abcdef"), 2) == [["a", "d", "e"], ["b", "c", "f"]]
     assert _deal(list("abc"), 4) == [["a"], ["b"], ["c"]]
     assert _deal([], 2) == []
+    # with their compile seconds: the longest first, each to the process with the least so far
+    # (BFAST Lite's own callee after the programme's smallest: 15.5, 9.8, 5.1, 0.6, then 5.2 s)
+    assert _deal(list("abcde"), 2, [15.5, 9.8, 5.1, 0.6, 5.2]) == [["a", "d"], ["b", "e", "c"]]
+    assert _deal(list("abc"), 4, [1.0, 3.0, 2.0]) == [["b"], ["c"], ["a"]]
 
 
 @pytest.mark.parametrize("dtype, options", [

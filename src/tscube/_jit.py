@@ -142,6 +142,10 @@ def _remembered_call_type(self, context, args, kws):
 types.BaseFunction.get_call_type = _remembered_call_type
 
 
+#: Each callee's compile seconds, where its :class:`Callees` entry gives them (:func:`_deal`).
+_COMPILE_SECONDS: dict = {}
+
+
 class Callees(tuple):
     """Jitted functions that a kernel calls through their addresses (numba's first-class
     functions), each with the numba type it is called with (:func:`function_type`): a
@@ -156,15 +160,21 @@ class Callees(tuple):
     other processes to compile while this one compiles the kernel. Each call costs an
     indirect call (no inlining), so callees by address are those whose calls do much
     work (docs/performance.md). A call's arguments must have the types of the callee's
-    function type exactly (numba raises a typing error otherwise)."""
+    function type exactly (numba raises a typing error otherwise).
+
+    An entry is ``(function, function type)``, or ``(function, function type, seconds)``
+    with the seconds its compile takes (any machine: only their ratios count), by which
+    :func:`compile_elsewhere` shares the compiles among its processes."""
 
     def __new__(cls, *entries):
-        self = super().__new__(cls, (function for function, _ in entries))
+        self = super().__new__(cls, (entry[0] for entry in entries))
         self.entries = entries
-        self.numba_type = types.Tuple(tuple(kind for _, kind in entries))
+        self.numba_type = types.Tuple(tuple(entry[1] for entry in entries))
         self.loaded = False  # all compiled or loaded in this process (:func:`wait_compiled`)
-        for function, _ in entries:
-            _remember_addresses(function)
+        for entry in entries:
+            _remember_addresses(entry[0])
+            if len(entry) > 2:
+                _COMPILE_SECONDS[entry[0]] = entry[2]
         return self
 
     def __add__(self, other):
@@ -176,7 +186,7 @@ class Callees(tuple):
 
     def jobs(self) -> list:
         """``(function, argument types)`` of each callee, for :func:`compile_jobs`."""
-        return [(function, tuple(kind.signature.args)) for function, kind in self.entries]
+        return [(entry[0], tuple(entry[1].signature.args)) for entry in self.entries]
 
 
 @typeof_impl.register(Callees)
@@ -497,10 +507,20 @@ def _processes(n_jobs: int) -> int:
     return max(1, min(n_jobs, 4, max(2, (os.cpu_count() or 1) - 1)))
 
 
-def _deal(jobs: list, n: int) -> list:
-    """``jobs`` (in decreasing order of their compile time) dealt to ``n`` processes
-    back and forth (1, 2, 2, 1, 1, 2, ...), so that each gets a similar share."""
+def _deal(jobs: list, n: int, seconds: list | None = None) -> list:
+    """``jobs`` (in decreasing order of their compile time) dealt to ``n`` processes: given
+    each job's ``seconds``, the longest first, each to the process with the least so far
+    (in that process's order); else back and forth (1, 2, 2, 1, 1, 2, ...), so that each
+    gets a similar share (a table of a kernel's own callees after a shared one's is not in
+    decreasing order: BFAST Lite's ``_finish_pixel`` after the programme's smallest)."""
     groups = [[] for _ in range(n)]
+    if seconds is not None:
+        loads = [0.0] * n
+        for i in sorted(range(len(jobs)), key=lambda i: -seconds[i]):
+            place = loads.index(min(loads))
+            groups[place].append(jobs[i])
+            loads[place] += seconds[i]
+        return [group for group in groups if group]
     for i, job in enumerate(jobs):
         lap, place = divmod(i, n)
         groups[place if lap % 2 == 0 else n - 1 - place].append(job)
@@ -526,7 +546,8 @@ def compile_elsewhere(jobs) -> bool:
     with _PENDING_LOCK:
         jobs = [(function, sig, owner) for function, sig, owner in jobs if sig not in _PENDING.get(function, {})]
         started = False
-        for share in _deal(jobs, _processes(len(jobs))):
+        seconds = [_COMPILE_SECONDS.get(function) for function, _, _ in jobs]
+        for share in _deal(jobs, _processes(len(jobs)), None if None in seconds else seconds):
             payload = pickle.dumps([(function.py_func.__module__, function.py_func.__qualname__, sig)
                                     for function, sig, _ in share])
             try:

@@ -1699,22 +1699,22 @@ FORWARD_TYPE = function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], i8, 
 #: Indices in :data:`PROGRAMME_CALLS`.
 _LANE_STARTS, _FORWARD, _REPLAY, _SUMS = range(4)
 
-#: The Bai–Perron programme's callees by address (:class:`tscube._jit.Callees`), in
-#: decreasing order of their compile time (about 14, 10, 5 and 0.6 s on a 2-core
-#: Zen 3): the kernels that run the programme (BFAST Lite, ``history="BP"``, classic
-#: BFAST) pass them, with their own after them, as one argument, ``calls``. A first call
+#: The Bai–Perron programme's callees by address (:class:`tscube._jit.Callees`), with
+#: their compile seconds on a 2-core Zen 3 (one process each, ``sums_segments`` after
+#: what it shares with ``_forward``): the kernels that run the programme (BFAST Lite,
+#: ``history="BP"``, classic BFAST) pass them, with their own after them, as one argument, ``calls``. A first call
 #: has other processes compile those not cached (:func:`tscube._jit.compile_jobs`) while
 #: it compiles its kernel; once cached, every such kernel loads them.
 PROGRAMME_CALLS = Callees(
     (lane_starts, function_type(
         "f8[:, ::1], i8[::1], f8[::1], f8, i8, i8, i8, f8[:, ::1], i8[:, ::1], i8, b1, i8, f8[:, :, ::1], f8[:, ::1], "
         f"f8[::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], f8[::1], {MEMO_TYPES}, b1, i8",
-        FORWARD_TYPE, returns=numba.int64)),
-    (_forward, FORWARD_TYPE),
+        FORWARD_TYPE, returns=numba.int64), 15.5),
+    (_forward, FORWARD_TYPE, 9.8),
     (replay_partitions, function_type(
         f"f8[:, ::1], i8[::1], f8[:, ::1], i8[::1], i8, i8, i8, f8[:, :, ::1], i8[:, :, ::1], i8, {MEMO_TYPES}, "
         f"{REPLAY_SCRATCH_TYPES}, f8[::1], f8[:, ::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1]",
-        FORWARD_TYPE)),
+        FORWARD_TYPE), 5.1),
     (sums_segments, function_type("f8[:, ::1], i8[::1], f8[::1], f8, f8[:, ::1], f8[:, ::1], f8[::1], i8, i8, i8, "
-                                  "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1")),
+                                  "f8[::1], f8[::1], f8[::1], f8[::1], f8[:, ::1], i8, b1"), 0.6),
 )
