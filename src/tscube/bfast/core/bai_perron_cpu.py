@@ -1702,9 +1702,10 @@ _LANE_STARTS, _FORWARD, _REPLAY, _SUMS = range(4)
 #: The Bai–Perron programme's callees by address (:class:`tscube._jit.Callees`), with
 #: their compile seconds on a 2-core Zen 3 (one process each, ``sums_segments`` after
 #: what it shares with ``_forward``): the kernels that run the programme (BFAST Lite,
-#: ``history="BP"``, classic BFAST) pass them, with their own after them, as one argument, ``calls``. A first call
-#: has other processes compile those not cached (:func:`tscube._jit.compile_jobs`) while
-#: it compiles its kernel; once cached, every such kernel loads them.
+#: ``history="BP"``, classic BFAST) pass them, with their own after them, as one
+#: argument, ``calls``. A first call has other processes compile those not cached
+#: (:func:`tscube._jit.compile_jobs`) while it compiles its kernel; once cached, every
+#: such kernel loads them.
 PROGRAMME_CALLS = Callees(
     (lane_starts, function_type(
         "f8[:, ::1], i8[::1], f8[::1], f8, i8, i8, i8, f8[:, ::1], i8[:, ::1], i8, b1, i8, f8[:, :, ::1], f8[:, ::1], "
