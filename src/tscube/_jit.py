@@ -508,11 +508,12 @@ def _processes(n_jobs: int) -> int:
 
 
 def _deal(jobs: list, n: int, seconds: list | None = None) -> list:
-    """``jobs`` (in decreasing order of their compile time) dealt to ``n`` processes: given
-    each job's ``seconds``, the longest first, each to the process with the least so far
-    (in that process's order); else back and forth (1, 2, 2, 1, 1, 2, ...), so that each
-    gets a similar share (a table of a kernel's own callees after a shared one's is not in
-    decreasing order: BFAST Lite's ``_finish_pixel`` after the programme's smallest)."""
+    """``jobs`` dealt to ``n`` processes: given each job's ``seconds``, the longest first,
+    each to the process with the least so far (in that process's order); else in the
+    order given, which should be decreasing compile time, back and forth (1, 2, 2, 1, 1,
+    2, ...), so that each gets a similar share. (A table of a kernel's own callees after a
+    shared one's is not in that order: BFAST Lite's ``_finish_pixel`` after the
+    programme's smallest.)"""
     groups = [[] for _ in range(n)]
     if seconds is not None:
         loads = [0.0] * n
