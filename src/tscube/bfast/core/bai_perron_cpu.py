@@ -1050,9 +1050,10 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
         offsets[c] = at
         at += stop - i - h
         updated += 1
-    for c in range(updated, LANES):  # the lanes past the last run idle (update_lanes_8)
-        for r in range(W_TOTAL + 1):
+    for r in range(W_TOTAL + 1):  # the lanes past the last run idle (update_lanes_8)
+        for c in range(updated, LANES):
             W[r * LANES + c] = 0.0
+    for c in range(updated, LANES):
         active_from[c] = stop + 1
     if updated > 0:
         first = active_from[0]
@@ -1067,9 +1068,9 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
             continue
         if start_kinds[l] == _START_SUMS:
             c = place[l]
-            offset = active_from[c] - active_from[0]
+            column = seg[active_from[c] - active_from[0]:, c]  # a view from index 0: no negative indices to wrap
             for e in range(stop - i - h + 1):
-                w[e] = seg[offset + e, c]
+                w[e] = column[e]
             _programme_row_1(best, arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
         if back:
             _programme_row_1(best, arg, M, n, h, i, n - 1, last[i:], 1)
