@@ -7,7 +7,8 @@ so each kernel is one loop over the lanes whose body is the whole computation fo
 lane, every loop over the eight regressors unrolled here, every intermediate a local.
 Each line repeats the operation order of the one-start code in
 :mod:`tscube.bfast.core.bai_perron_cpu` (``_cholesky_of_sums``, ``_inverse_from_sums``,
-``_rss_from_sums``, ``_update_8``): the set-up gives the same bits; the updates keep
+``_rss_from_sums``, ``_update_8``), except that the set-up multiplies by each pivot's
+reciprocal where that code divides by the pivot (the bits differ by rounding); the updates keep
 ``(X'X)^{-1}`` symmetric (one triangle) and fuse the multiply-adds of the products that
 the memo records (a fifth faster), so there the bits differ by rounding. What a replay
 recomputes (each row's prediction and RSS) keeps the replay's operations.
@@ -71,8 +72,11 @@ def gather(indent: str, u: bool) -> list[str]:
 
 
 def cholesky(indent: str, whole: bool = True) -> list[str]:
-    """The factor ``L{a}{b}`` of ``g{a}{b}`` (without its last pivot unless ``whole``);
-    ``good`` False past a small pivot."""
+    """The factor ``L{a}{b}`` of ``g{a}{b}`` (without its last pivot unless ``whole``) and
+    the reciprocals ``R{a}`` of its pivots; ``good`` False past a small pivot. A column
+    is scaled by its pivot's reciprocal: one division a column, not one an entry (each a
+    vector division, the set-up's slowest operation; the factor differs from
+    ``bai_perron_cpu._cholesky_of_sums``'s by rounding)."""
     out = [indent + "good = True"]
     for a in range(K):
         for b in range(a + 1):
@@ -82,8 +86,9 @@ def cholesky(indent: str, whole: bool = True) -> list[str]:
                 out.append(indent + f"good = good and s >= min_pivot * g{a}{a} and s > 0.0")
                 if whole or a < K - 1:
                     out.append(indent + f"L{a}{a} = math.sqrt(s) if s > 0.0 else 1.0")
+                    out.append(indent + f"R{a} = 1.0 / L{a}{a}")
             else:
-                out.append(indent + f"L{a}{b} = s / L{b}{b}")
+                out.append(indent + f"L{a}{b} = s * R{b}")
     return out
 
 
@@ -91,11 +96,11 @@ def inverse(indent: str) -> list[str]:
     """``V`` = L^{-1} (lower), then ``P{a}{b}`` (a >= b) = (L^{-T} L^{-1})[a, b]."""
     out = []
     for c in range(K):
-        out.append(indent + f"V{c}{c} = 1.0 / L{c}{c}")
+        out.append(indent + f"V{c}{c} = R{c}")
         for a in range(c + 1, K):
             out.append(indent + "s = 0.0")
             out += grouped([f"s -= L{a}{m} * V{m}{c}" for m in range(c, a)], indent)
-            out.append(indent + f"V{a}{c} = s / L{a}{a}")
+            out.append(indent + f"V{a}{c} = s * R{a}")
     for a in range(K):
         for b in range(a + 1):
             out.append(indent + "s = 0.0")

@@ -49,112 +49,119 @@ def full_rank_lanes_8(S_sums, i0, nl, min_pivot, W):
         s = g00
         good = good and s >= min_pivot * g00 and s > 0.0
         L00 = math.sqrt(s) if s > 0.0 else 1.0
+        R0 = 1.0 / L00
         s = g10
-        L10 = s / L00
+        L10 = s * R0
         s = g11
         s -= L10 * L10
         good = good and s >= min_pivot * g11 and s > 0.0
         L11 = math.sqrt(s) if s > 0.0 else 1.0
+        R1 = 1.0 / L11
         s = g20
-        L20 = s / L00
+        L20 = s * R0
         s = g21
         s -= L20 * L10
-        L21 = s / L11
+        L21 = s * R1
         s = g22
         s -= L20 * L20; s -= L21 * L21
         good = good and s >= min_pivot * g22 and s > 0.0
         L22 = math.sqrt(s) if s > 0.0 else 1.0
+        R2 = 1.0 / L22
         s = g30
-        L30 = s / L00
+        L30 = s * R0
         s = g31
         s -= L30 * L10
-        L31 = s / L11
+        L31 = s * R1
         s = g32
         s -= L30 * L20; s -= L31 * L21
-        L32 = s / L22
+        L32 = s * R2
         s = g33
         s -= L30 * L30; s -= L31 * L31; s -= L32 * L32
         good = good and s >= min_pivot * g33 and s > 0.0
         L33 = math.sqrt(s) if s > 0.0 else 1.0
+        R3 = 1.0 / L33
         s = g40
-        L40 = s / L00
+        L40 = s * R0
         s = g41
         s -= L40 * L10
-        L41 = s / L11
+        L41 = s * R1
         s = g42
         s -= L40 * L20; s -= L41 * L21
-        L42 = s / L22
+        L42 = s * R2
         s = g43
         s -= L40 * L30; s -= L41 * L31; s -= L42 * L32
-        L43 = s / L33
+        L43 = s * R3
         s = g44
         s -= L40 * L40; s -= L41 * L41; s -= L42 * L42; s -= L43 * L43
         good = good and s >= min_pivot * g44 and s > 0.0
         L44 = math.sqrt(s) if s > 0.0 else 1.0
+        R4 = 1.0 / L44
         s = g50
-        L50 = s / L00
+        L50 = s * R0
         s = g51
         s -= L50 * L10
-        L51 = s / L11
+        L51 = s * R1
         s = g52
         s -= L50 * L20; s -= L51 * L21
-        L52 = s / L22
+        L52 = s * R2
         s = g53
         s -= L50 * L30; s -= L51 * L31; s -= L52 * L32
-        L53 = s / L33
+        L53 = s * R3
         s = g54
         s -= L50 * L40; s -= L51 * L41; s -= L52 * L42; s -= L53 * L43
-        L54 = s / L44
+        L54 = s * R4
         s = g55
         s -= L50 * L50; s -= L51 * L51; s -= L52 * L52; s -= L53 * L53
         s -= L54 * L54
         good = good and s >= min_pivot * g55 and s > 0.0
         L55 = math.sqrt(s) if s > 0.0 else 1.0
+        R5 = 1.0 / L55
         s = g60
-        L60 = s / L00
+        L60 = s * R0
         s = g61
         s -= L60 * L10
-        L61 = s / L11
+        L61 = s * R1
         s = g62
         s -= L60 * L20; s -= L61 * L21
-        L62 = s / L22
+        L62 = s * R2
         s = g63
         s -= L60 * L30; s -= L61 * L31; s -= L62 * L32
-        L63 = s / L33
+        L63 = s * R3
         s = g64
         s -= L60 * L40; s -= L61 * L41; s -= L62 * L42; s -= L63 * L43
-        L64 = s / L44
+        L64 = s * R4
         s = g65
         s -= L60 * L50; s -= L61 * L51; s -= L62 * L52; s -= L63 * L53
         s -= L64 * L54
-        L65 = s / L55
+        L65 = s * R5
         s = g66
         s -= L60 * L60; s -= L61 * L61; s -= L62 * L62; s -= L63 * L63
         s -= L64 * L64; s -= L65 * L65
         good = good and s >= min_pivot * g66 and s > 0.0
         L66 = math.sqrt(s) if s > 0.0 else 1.0
+        R6 = 1.0 / L66
         s = g70
-        L70 = s / L00
+        L70 = s * R0
         s = g71
         s -= L70 * L10
-        L71 = s / L11
+        L71 = s * R1
         s = g72
         s -= L70 * L20; s -= L71 * L21
-        L72 = s / L22
+        L72 = s * R2
         s = g73
         s -= L70 * L30; s -= L71 * L31; s -= L72 * L32
-        L73 = s / L33
+        L73 = s * R3
         s = g74
         s -= L70 * L40; s -= L71 * L41; s -= L72 * L42; s -= L73 * L43
-        L74 = s / L44
+        L74 = s * R4
         s = g75
         s -= L70 * L50; s -= L71 * L51; s -= L72 * L52; s -= L73 * L53
         s -= L74 * L54
-        L75 = s / L55
+        L75 = s * R5
         s = g76
         s -= L70 * L60; s -= L71 * L61; s -= L72 * L62; s -= L73 * L63
         s -= L74 * L64; s -= L75 * L65
-        L76 = s / L66
+        L76 = s * R6
         s = g77
         s -= L70 * L70; s -= L71 * L71; s -= L72 * L72; s -= L73 * L73
         s -= L74 * L74; s -= L75 * L75; s -= L76 * L76
@@ -204,215 +211,223 @@ def first_fits_lanes_8(S_sums, U, YY, i0, width, nl, min_pivot, W):
         s = g00
         good = good and s >= min_pivot * g00 and s > 0.0
         L00 = math.sqrt(s) if s > 0.0 else 1.0
+        R0 = 1.0 / L00
         s = g10
-        L10 = s / L00
+        L10 = s * R0
         s = g11
         s -= L10 * L10
         good = good and s >= min_pivot * g11 and s > 0.0
         L11 = math.sqrt(s) if s > 0.0 else 1.0
+        R1 = 1.0 / L11
         s = g20
-        L20 = s / L00
+        L20 = s * R0
         s = g21
         s -= L20 * L10
-        L21 = s / L11
+        L21 = s * R1
         s = g22
         s -= L20 * L20; s -= L21 * L21
         good = good and s >= min_pivot * g22 and s > 0.0
         L22 = math.sqrt(s) if s > 0.0 else 1.0
+        R2 = 1.0 / L22
         s = g30
-        L30 = s / L00
+        L30 = s * R0
         s = g31
         s -= L30 * L10
-        L31 = s / L11
+        L31 = s * R1
         s = g32
         s -= L30 * L20; s -= L31 * L21
-        L32 = s / L22
+        L32 = s * R2
         s = g33
         s -= L30 * L30; s -= L31 * L31; s -= L32 * L32
         good = good and s >= min_pivot * g33 and s > 0.0
         L33 = math.sqrt(s) if s > 0.0 else 1.0
+        R3 = 1.0 / L33
         s = g40
-        L40 = s / L00
+        L40 = s * R0
         s = g41
         s -= L40 * L10
-        L41 = s / L11
+        L41 = s * R1
         s = g42
         s -= L40 * L20; s -= L41 * L21
-        L42 = s / L22
+        L42 = s * R2
         s = g43
         s -= L40 * L30; s -= L41 * L31; s -= L42 * L32
-        L43 = s / L33
+        L43 = s * R3
         s = g44
         s -= L40 * L40; s -= L41 * L41; s -= L42 * L42; s -= L43 * L43
         good = good and s >= min_pivot * g44 and s > 0.0
         L44 = math.sqrt(s) if s > 0.0 else 1.0
+        R4 = 1.0 / L44
         s = g50
-        L50 = s / L00
+        L50 = s * R0
         s = g51
         s -= L50 * L10
-        L51 = s / L11
+        L51 = s * R1
         s = g52
         s -= L50 * L20; s -= L51 * L21
-        L52 = s / L22
+        L52 = s * R2
         s = g53
         s -= L50 * L30; s -= L51 * L31; s -= L52 * L32
-        L53 = s / L33
+        L53 = s * R3
         s = g54
         s -= L50 * L40; s -= L51 * L41; s -= L52 * L42; s -= L53 * L43
-        L54 = s / L44
+        L54 = s * R4
         s = g55
         s -= L50 * L50; s -= L51 * L51; s -= L52 * L52; s -= L53 * L53
         s -= L54 * L54
         good = good and s >= min_pivot * g55 and s > 0.0
         L55 = math.sqrt(s) if s > 0.0 else 1.0
+        R5 = 1.0 / L55
         s = g60
-        L60 = s / L00
+        L60 = s * R0
         s = g61
         s -= L60 * L10
-        L61 = s / L11
+        L61 = s * R1
         s = g62
         s -= L60 * L20; s -= L61 * L21
-        L62 = s / L22
+        L62 = s * R2
         s = g63
         s -= L60 * L30; s -= L61 * L31; s -= L62 * L32
-        L63 = s / L33
+        L63 = s * R3
         s = g64
         s -= L60 * L40; s -= L61 * L41; s -= L62 * L42; s -= L63 * L43
-        L64 = s / L44
+        L64 = s * R4
         s = g65
         s -= L60 * L50; s -= L61 * L51; s -= L62 * L52; s -= L63 * L53
         s -= L64 * L54
-        L65 = s / L55
+        L65 = s * R5
         s = g66
         s -= L60 * L60; s -= L61 * L61; s -= L62 * L62; s -= L63 * L63
         s -= L64 * L64; s -= L65 * L65
         good = good and s >= min_pivot * g66 and s > 0.0
         L66 = math.sqrt(s) if s > 0.0 else 1.0
+        R6 = 1.0 / L66
         s = g70
-        L70 = s / L00
+        L70 = s * R0
         s = g71
         s -= L70 * L10
-        L71 = s / L11
+        L71 = s * R1
         s = g72
         s -= L70 * L20; s -= L71 * L21
-        L72 = s / L22
+        L72 = s * R2
         s = g73
         s -= L70 * L30; s -= L71 * L31; s -= L72 * L32
-        L73 = s / L33
+        L73 = s * R3
         s = g74
         s -= L70 * L40; s -= L71 * L41; s -= L72 * L42; s -= L73 * L43
-        L74 = s / L44
+        L74 = s * R4
         s = g75
         s -= L70 * L50; s -= L71 * L51; s -= L72 * L52; s -= L73 * L53
         s -= L74 * L54
-        L75 = s / L55
+        L75 = s * R5
         s = g76
         s -= L70 * L60; s -= L71 * L61; s -= L72 * L62; s -= L73 * L63
         s -= L74 * L64; s -= L75 * L65
-        L76 = s / L66
+        L76 = s * R6
         s = g77
         s -= L70 * L70; s -= L71 * L71; s -= L72 * L72; s -= L73 * L73
         s -= L74 * L74; s -= L75 * L75; s -= L76 * L76
         good = good and s >= min_pivot * g77 and s > 0.0
         L77 = math.sqrt(s) if s > 0.0 else 1.0
-        V00 = 1.0 / L00
+        R7 = 1.0 / L77
+        V00 = R0
         s = 0.0
         s -= L10 * V00
-        V10 = s / L11
+        V10 = s * R1
         s = 0.0
         s -= L20 * V00; s -= L21 * V10
-        V20 = s / L22
+        V20 = s * R2
         s = 0.0
         s -= L30 * V00; s -= L31 * V10; s -= L32 * V20
-        V30 = s / L33
+        V30 = s * R3
         s = 0.0
         s -= L40 * V00; s -= L41 * V10; s -= L42 * V20; s -= L43 * V30
-        V40 = s / L44
+        V40 = s * R4
         s = 0.0
         s -= L50 * V00; s -= L51 * V10; s -= L52 * V20; s -= L53 * V30
         s -= L54 * V40
-        V50 = s / L55
+        V50 = s * R5
         s = 0.0
         s -= L60 * V00; s -= L61 * V10; s -= L62 * V20; s -= L63 * V30
         s -= L64 * V40; s -= L65 * V50
-        V60 = s / L66
+        V60 = s * R6
         s = 0.0
         s -= L70 * V00; s -= L71 * V10; s -= L72 * V20; s -= L73 * V30
         s -= L74 * V40; s -= L75 * V50; s -= L76 * V60
-        V70 = s / L77
-        V11 = 1.0 / L11
+        V70 = s * R7
+        V11 = R1
         s = 0.0
         s -= L21 * V11
-        V21 = s / L22
+        V21 = s * R2
         s = 0.0
         s -= L31 * V11; s -= L32 * V21
-        V31 = s / L33
+        V31 = s * R3
         s = 0.0
         s -= L41 * V11; s -= L42 * V21; s -= L43 * V31
-        V41 = s / L44
+        V41 = s * R4
         s = 0.0
         s -= L51 * V11; s -= L52 * V21; s -= L53 * V31; s -= L54 * V41
-        V51 = s / L55
+        V51 = s * R5
         s = 0.0
         s -= L61 * V11; s -= L62 * V21; s -= L63 * V31; s -= L64 * V41
         s -= L65 * V51
-        V61 = s / L66
+        V61 = s * R6
         s = 0.0
         s -= L71 * V11; s -= L72 * V21; s -= L73 * V31; s -= L74 * V41
         s -= L75 * V51; s -= L76 * V61
-        V71 = s / L77
-        V22 = 1.0 / L22
+        V71 = s * R7
+        V22 = R2
         s = 0.0
         s -= L32 * V22
-        V32 = s / L33
+        V32 = s * R3
         s = 0.0
         s -= L42 * V22; s -= L43 * V32
-        V42 = s / L44
+        V42 = s * R4
         s = 0.0
         s -= L52 * V22; s -= L53 * V32; s -= L54 * V42
-        V52 = s / L55
+        V52 = s * R5
         s = 0.0
         s -= L62 * V22; s -= L63 * V32; s -= L64 * V42; s -= L65 * V52
-        V62 = s / L66
+        V62 = s * R6
         s = 0.0
         s -= L72 * V22; s -= L73 * V32; s -= L74 * V42; s -= L75 * V52
         s -= L76 * V62
-        V72 = s / L77
-        V33 = 1.0 / L33
+        V72 = s * R7
+        V33 = R3
         s = 0.0
         s -= L43 * V33
-        V43 = s / L44
+        V43 = s * R4
         s = 0.0
         s -= L53 * V33; s -= L54 * V43
-        V53 = s / L55
+        V53 = s * R5
         s = 0.0
         s -= L63 * V33; s -= L64 * V43; s -= L65 * V53
-        V63 = s / L66
+        V63 = s * R6
         s = 0.0
         s -= L73 * V33; s -= L74 * V43; s -= L75 * V53; s -= L76 * V63
-        V73 = s / L77
-        V44 = 1.0 / L44
+        V73 = s * R7
+        V44 = R4
         s = 0.0
         s -= L54 * V44
-        V54 = s / L55
+        V54 = s * R5
         s = 0.0
         s -= L64 * V44; s -= L65 * V54
-        V64 = s / L66
+        V64 = s * R6
         s = 0.0
         s -= L74 * V44; s -= L75 * V54; s -= L76 * V64
-        V74 = s / L77
-        V55 = 1.0 / L55
+        V74 = s * R7
+        V55 = R5
         s = 0.0
         s -= L65 * V55
-        V65 = s / L66
+        V65 = s * R6
         s = 0.0
         s -= L75 * V55; s -= L76 * V65
-        V75 = s / L77
-        V66 = 1.0 / L66
+        V75 = s * R7
+        V66 = R6
         s = 0.0
         s -= L76 * V66
-        V76 = s / L77
-        V77 = 1.0 / L77
+        V76 = s * R7
+        V77 = R7
         s = 0.0
         s += V00 * V00; s += V10 * V10; s += V20 * V20; s += V30 * V30
         s += V40 * V40; s += V50 * V50; s += V60 * V60; s += V70 * V70
