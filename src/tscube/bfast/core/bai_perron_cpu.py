@@ -901,6 +901,24 @@ def _programme_row_1(best, arg, M, n, h, i, first_end, values, count):
                 arg[m, n - 1] = i - 1
 
 
+@jit(inline="always")  # a few operations: compiled into its callers, not called
+def _offer_last_1(best, arg, M, n, h, i, value):
+    """:func:`_programme_row_1` of the one segment ``i..n-1`` (RSS ``value``), the last of
+    a partition: the same choices, without the views of rows of ``best`` and ``arg``
+    that each offer of a row makes (their reference counts made such a call cost about
+    30 ns, for a few additions)."""
+    if n - 1 < i + h - 1:
+        return
+    if i == 0:
+        best[0, n - 1] = value
+        return
+    for m in range(1, min(M, i // h) + 1):
+        total = best[m - 1, i - 1] + value
+        if total < best[m, n - 1]:
+            best[m, n - 1] = total
+            arg[m, n - 1] = i - 1
+
+
 @jit(inline="always")  # compiled in each kernel that calls it, not once more on its own (docs/performance.md)
 def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta, P, Px, S, U, YY, memo,
                        calls, force_record=False):
@@ -984,7 +1002,7 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             at += stop - i - h
             _programme_row_1(solo_best, solo_arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
         if back:
-            _programme_row_1(solo_best, solo_arg, M, n, h, i, n - 1, last[i:], 1)
+            _offer_last_1(solo_best, solo_arg, M, n, h, i, last[i])
     if record:
         key[2] = 1  # complete: the next pixel with these rows replays it
     for m in range(M + 1):
@@ -1073,7 +1091,7 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
                 w[e] = column[e]
             _programme_row_1(best, arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
         if back:
-            _programme_row_1(best, arg, M, n, h, i, n - 1, last[i:], 1)
+            _offer_last_1(best, arg, M, n, h, i, last[i])
     return at
 
 
