@@ -42,7 +42,7 @@ import numpy as np
 
 from ..._jit import Callees, function_type, jit
 from .ols import LM_FIT_TOL
-from .ols_cpu import add_normal_row, cholesky_in_place, cholesky_solve
+from .ols_cpu import cholesky_in_place, cholesky_solve
 from .start_lanes_8_cpu import first_fits_lanes_8, full_rank_lanes_8, update_lanes_8
 from .start_lanes_cpu import LANES, W_FULL, W_OK, W_ROWS, W_TOTAL, lane_scratch
 
@@ -182,7 +182,7 @@ _GRAM_FIT_MAX_COND = 1e8
 
 
 @jit(error_model="numpy", plain_args=True)
-def fit_in_order(X, rows, y, first, count, Q, R, idx, beta, P):
+def fit_in_order(X, XX, rows, y, first, count, Q, R, idx, beta, P):
     """:func:`qr_fit_in_order` of ``count`` compacted rows from ``first`` (step 1), where
     the rows are well conditioned (:data:`_GRAM_FIT_MIN_PIVOT`,
     :data:`_GRAM_FIT_MAX_COND`) from their Gram instead:
@@ -190,17 +190,27 @@ def fit_in_order(X, rows, y, first, count, Q, R, idx, beta, P):
     semi-normal equations: QR's accuracy, at a third of modified Gram–Schmidt's
     operations, twice, on the columns). ``P`` is left as it is then (only the
     coefficients, all kept); otherwise the outputs and scratch of
-    :func:`qr_fit_in_order` (``Q`` with at least ``2k`` columns)."""
+    :func:`qr_fit_in_order` (``Q`` with at least ``2k`` columns). ``XX``: each row's
+    outer product ``x x'``, flat (:func:`outer_products`): the Gram is their sum, row
+    after row (the bits of summing ``x_a x_b``), in one loop over the ``k²`` entries that
+    the compiler vectorises (the loops of the triangle, ``a + 1`` long, it leaves scalar)."""
     k = X.shape[1]
     L = R
     d = Q[0, :k]
     u = Q[0, k:2 * k]
+    gram = L.reshape(k * k)
+    for a in range(k * k):
+        gram[a] = 0.0
     for a in range(k):
         u[a] = 0.0
-        for b in range(a + 1):
-            L[a, b] = 0.0
     for c in range(count):
-        add_normal_row(L, u, X, rows[first + c], y[first + c])
+        r = rows[first + c]
+        products = XX[r]
+        for a in range(k * k):
+            gram[a] += products[a]
+        v = y[first + c]
+        for a in range(k):
+            u[a] += X[r, a] * v
     for a in range(k):
         d[a] = L[a, a]
     if not cholesky_in_place(L, k, _GRAM_FIT_MIN_PIVOT):
@@ -234,6 +244,12 @@ def fit_in_order(X, rows, y, first, count, Q, R, idx, beta, P):
     for a in range(k):
         beta[a] += u[a]
     return k
+
+
+def outer_products(X: np.ndarray) -> np.ndarray:
+    """Each row's outer product ``x x'`` of the design ``X`` (T, k), flat: (T, k²)
+    (:func:`fit_in_order`'s ``XX``)."""
+    return np.ascontiguousarray((X[:, :, None] * X[:, None, :]).reshape(X.shape[0], -1))
 
 
 @jit()

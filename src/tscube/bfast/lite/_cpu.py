@@ -17,8 +17,8 @@ from ..._jit import Callees, compile_elsewhere, compile_jobs, function_type, jit
 from ..._threads import run_tasks, task_count
 from ..core.bai_perron import LWZ_FACTOR, LWZ_POWER
 from ..core.bai_perron_cpu import (PROGRAMME_CALLS, breaks_of, fit_in_order, fit_residuals, group_partitions,
-                                   memo_chunks, minus_2_loglik, qr_fit_in_order, recursion_segments, replay_scratch,
-                                   same_rows, triangle_memo)
+                                   memo_chunks, minus_2_loglik, outer_products, qr_fit_in_order, recursion_segments,
+                                   replay_scratch, same_rows, triangle_memo)
 from ..core.inputs import PERFECT_FIT_RTOL
 from ..core.rules import MOSUM_PRETEST_H, MOSUM_PRETEST_P, MOSUM_PRETEST_TABLE
 from ..core.rules_cpu import OLS_MOSUM, pretest_pvalue
@@ -168,7 +168,7 @@ def partitions_of(best, arg, M, n, lane, totals, parts):
 
 
 @jit()
-def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y, n, M, totals, parts, Q, R, idx,
+def _finish_pixel(X, XX, trend_raw, time, trend_col, selection, interval, p, rows, y, n, M, totals, parts, Q, R, idx,
                   beta, Pinv, breaks, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out,
                   bic_out, lwz_out, trend_centre, trend_scale):
     """Pixel ``p`` from its programme (``totals[m]``: the RSS of its best m-break
@@ -210,7 +210,7 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
     start = 0
     for s in range(m + 1):
         end = breaks[s] if s < m else n - 1
-        nk = fit_in_order(X, rows, y, start, end - start + 1, Q, R, idx, beta, Pinv)
+        nk = fit_in_order(X, XX, rows, y, start, end - start + 1, Q, R, idx, beta, Pinv)
         kept = np.zeros(k, dtype=np.bool_)
         for a in range(nk):
             kept[idx[a]] = True
@@ -255,7 +255,7 @@ def _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p, rows, y
 
 
 @jit(nogil=True)
-def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, time, trend_col, h_param, selection,
+def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, XX, trend_raw, time, trend_col, h_param, selection,
                  n_asked, max_cap, level, tested, interval, block, max_m,
                  status, n_obs, h_obs, max_breaks, n_breaks, pretest_p, break_index, break_time,
                  magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale, calls):
@@ -273,6 +273,8 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
         The value marking missing data (:func:`~tscube.bfast.core.inputs.kernel_nodata`).
     X : float64 (T, k)
         The design (trend column centred and scaled: ``trend_centre``, ``trend_scale``).
+    XX : float64 (T, k²)
+        Each date's outer product ``x x'`` (:func:`~tscube.bfast.core.bai_perron_cpu.outer_products`).
     trend_raw, time : float64 (T,)
         R's 1-based trend regressor and the decimal-year time of each date.
     trend_col : int
@@ -357,7 +359,7 @@ def _lite_kernel(c, n_chunks, raw, itemsize, nodata, has_nodata, X, trend_raw, t
             for g in range(size):
                 r = group[g]
                 partitions_of(best, arg, M[r], n, g, totals, parts)
-                calls[_FINISH](X, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
+                calls[_FINISH](X, XX, trend_raw, time, trend_col, selection, interval, p0 + r, rows[r], y[r], n,
                                M[r], totals, parts, Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index,
                                break_time, magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre,
                                trend_scale)
@@ -413,7 +415,7 @@ def recursion_rows(c, n_chunks, X, rows, y, n_of, pixel, offsets, starts, out):
 
 
 @jit(nogil=True)
-def finish_pixels(c, n_chunks, X, trend_raw, time, trend_col, selection, interval, p0, active, rows, y, n_of, M_of,
+def finish_pixels(c, n_chunks, X, XX, trend_raw, time, trend_col, selection, interval, p0, active, rows, y, n_of, M_of,
                   totals, parts, status, n_breaks, break_index, break_time, magnitudes, coefficients, rss_out, bic_out,
                   lwz_out, trend_centre, trend_scale):
     """:func:`_finish_pixel` of pixels ``p0 + active[a]`` (``a`` in this task's share;
@@ -425,7 +427,7 @@ def finish_pixels(c, n_chunks, X, trend_raw, time, trend_col, selection, interva
     A = active.shape[0]
     for a in range(c * A // n_chunks, (c + 1) * A // n_chunks):
         q = active[a]
-        _finish_pixel(X, trend_raw, time, trend_col, selection, interval, p0 + q, rows[q], y[q], n_of[q], M_of[q],
+        _finish_pixel(X, XX, trend_raw, time, trend_col, selection, interval, p0 + q, rows[q], y[q], n_of[q], M_of[q],
                       totals[a], parts[a], Q, R, idx, beta, Pinv, breaks, status, n_breaks, break_index, break_time,
                       magnitudes, coefficients, rss_out, bic_out, lwz_out, trend_centre, trend_scale)
 
@@ -433,9 +435,9 @@ def finish_pixels(c, n_chunks, X, trend_raw, time, trend_col, selection, interva
 #: :func:`_lite_kernel`'s callees by address (:class:`tscube._jit.Callees`): the
 #: programme's, then the pixel's fits and outputs (:func:`_finish_pixel`, at ``_FINISH``).
 LITE_CALLS = PROGRAMME_CALLS + Callees(
-    (_finish_pixel, function_type("f8[:, ::1], f8[::1], f8[::1], i8, i8, f8, i8, i8[::1], f8[::1], i8, i8, f8[::1], "
-                                  "i8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], i8[::1], i1[::1], "
-                                  "i4[::1], i8[:, ::1], f8[:, ::1], f8[:, :, ::1], f8[:, :, ::1], f8[:, ::1], "
+    (_finish_pixel, function_type("f8[:, ::1], f8[:, ::1], f8[::1], f8[::1], i8, i8, f8, i8, i8[::1], f8[::1], i8, i8, "
+                                  "f8[::1], i8[:, ::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], i8[::1], "
+                                  "i1[::1], i4[::1], i8[:, ::1], f8[:, ::1], f8[:, :, ::1], f8[:, :, ::1], f8[:, ::1], "
                                   "f8[:, ::1], f8[:, ::1], f8, f8"), 5.2),
 )
 _FINISH = len(PROGRAMME_CALLS)
@@ -456,7 +458,8 @@ def run(values: np.ndarray, plan: LitePlan) -> dict[str, np.ndarray]:
     tested = (pretest(raw, itemsize, nodata, has_nodata, design.matrix, plan.h, 0, n_pixels, out["pretest_p"])
               if plan.level > 0 else np.zeros(0, dtype=np.bool_))
     args = (
-        raw, itemsize, nodata, has_nodata, design.matrix, plan.axis.trend, plan.axis.time, trend_col, plan.h,
+        raw, itemsize, nodata, has_nodata, design.matrix, outer_products(design.matrix), plan.axis.trend,
+        plan.axis.time, trend_col, plan.h,
         plan.selection, plan.n_breaks_asked, plan.max_breaks, float(plan.level), tested, plan.interval, block,
         most_breaks,
         out["status"], out["n_obs"], out["h_obs"], out["max_breaks"], out["n_breaks"], out["pretest_p"],

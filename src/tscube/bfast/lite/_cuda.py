@@ -49,7 +49,7 @@ import numpy as np
 from ... import config
 from ..._cuda_host import DEVICE_LOCK, chunk_items, on_simulator, require_cuda
 from ..._threads import run_tasks
-from ..core.bai_perron_cpu import START_REFITS, pixel_sums, start_segments
+from ..core.bai_perron_cpu import START_REFITS, outer_products, pixel_sums, start_segments
 from ..core.series_cpu import cube_bytes
 from ._cpu import finish_pixels, prepare_pixels, pretest, recursion_rows
 from .plan import LitePlan
@@ -253,11 +253,12 @@ def _run_locked(cuda, values: np.ndarray, plan: LitePlan, out: dict, timings: di
     tpb = max(1, min(int(config.CUDA_THREADS_PER_BLOCK), MAX_BLOCK))
     threads = numba.get_num_threads()
     d_X = cuda.to_device(X)
+    XX = outer_products(X)
     clock = _Clock(timings)
 
     def finish(p0, active, rows, y, count, M_of, totals, parts):
         start = time.perf_counter()
-        run_tasks(finish_pixels, min(threads, active.size), X, plan.axis.trend, plan.axis.time, trend_col,
+        run_tasks(finish_pixels, min(threads, active.size), X, XX, plan.axis.trend, plan.axis.time, trend_col,
                   plan.selection, plan.interval, p0, active.astype(np.int64), rows, y, out["n_obs"][p0:p0 + count],
                   M_of, totals, parts, out["status"], out["n_breaks"], out["break_index"], out["break_time"],
                   out["magnitudes"], out["coefficients"], out["rss"], out["bic"], out["lwz"], design.trend_centre,
