@@ -44,7 +44,7 @@ from ..._jit import Callees, function_type, jit
 from .ols import LM_FIT_TOL
 from .ols_cpu import cholesky_in_place, cholesky_solve
 from .start_lanes_8_cpu import first_fits_lanes_8, full_rank_lanes_8, update_lanes_8
-from .start_lanes_cpu import LANES, W_FULL, W_OK, W_ROWS, W_TOTAL, lane_scratch
+from .start_lanes_cpu import LANES, W_FULL, W_LOW, W_OK, W_ROWS, W_TOTAL, lane_scratch
 
 #: Exact refits after the first full-rank fit, every k rows.
 _REFITS = 2
@@ -997,12 +997,13 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
         last_segments(n, h, last, w)
         at += n - h
     stop = (n - h) if back else n
+    rider = -1.0  # the first start's RSS after row 2h - 1 where it goes on in the lanes (below 0: it does not)
     for i in range(n - h + 1):
         if 0 < i < h:
             continue  # no segment but the first starts before row h
         if sums and i > 0 and k == 8:  # the others side by side, LANES at a time
             at = calls[_LANE_STARTS](X, rows, y, mean, n, h, M, solo_best, solo_arg, i, back, stop, S, U, YY, w, Q, R,
-                                     idx, beta, P, Px, memo, record, at, calls[_FORWARD])
+                                     idx, beta, P, Px, memo, record, at, rider, calls[_FORWARD])
             break
         kind = start_kind(X, rows, n, h, i, back, S, Q, R, P)
         if record:
@@ -1014,9 +1015,16 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
             _programme_row_1(solo_best, solo_arg, M, n, h, i, i + k, w, n - i - k)
             continue
         if kind == _START_SUMS:
-            calls[_SUMS](X, rows, y, mean, P, U, YY, i, h, stop, w, Q[0], Px, beta, steps, at, record)
-            at += stop - i - h
-            _programme_row_1(solo_best, solo_arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
+            if i == 0 and k == 8 and not h < _PLAIN_RSS_MIN_ROWS * k and stop > 2 * h:
+                # the first start's updates from row 2h on in the first batch of lanes, beside the starts
+                # from h (its own chain ran at a fifth of their speed); its segments are offered there
+                calls[_SUMS](X, rows, y, mean, P, U, YY, i, h, 2 * h, w, Q[0], Px, beta, steps, at, record)
+                rider = w[h]
+                at += h
+            else:
+                calls[_SUMS](X, rows, y, mean, P, U, YY, i, h, stop, w, Q[0], Px, beta, steps, at, record)
+                at += stop - i - h
+                _programme_row_1(solo_best, solo_arg, M, n, h, i, i + h - 1, w, stop - i - h + 1)
         if back:
             _offer_last_1(solo_best, solo_arg, M, n, h, i, last[i])
     if record:
@@ -1029,13 +1037,18 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
 
 @jit(inline="always")  # one call site: compiled in lane_starts (docs/performance.md)
 def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S, U, YY, w, Q, R, idx, beta, P, Px,
-                 memo, record, at, forward):
+                 memo, record, at, rider, forward):
     """Starts ``i0..i0+count-1`` (``count <= LANES``, all after the first) of
     :func:`optimal_partitions` for eight regressors, side by side
     (:mod:`tscube.bfast.core.start_lanes_cpu`): each start's kind as there, the first fits
     from the sums and the updates of the starts so fitted in lanes, then each start's
     segments offered to the programme (``best``, ``arg``: one pixel's) in order. Returns
-    the memo's next update step."""
+    the memo's next update step.
+
+    With ``rider >= 0`` (``count < LANES``) the first start rides along in lane 0 from row
+    ``2h`` on: its inverse Gram of rows ``0..2h-1`` in ``P``, its RSS so far ``rider``,
+    its segments ending at rows ``h-1..2h-1`` in ``w[0..h]``, its update steps from
+    ``at``; its segments are offered before the batch's."""
     k = X.shape[1]
     _, _, memo_P, kinds, steps, last, _, lanes = memo
     W, seg, ints = lanes
@@ -1046,6 +1059,10 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
     first_fits_lanes_8(S, U, YY, i0, h, fitted, _SUMS_MIN_PIVOT, W)
     short = h < _PLAIN_RSS_MIN_ROWS * k
     first_rss = 0.0
+    ride = rider >= 0.0
+    rider_at = at
+    if ride:
+        at += stop - 2 * h
     updated = 0  # the starts fitted from the sums take the first lanes of W, in order
     for l in range(count):
         i = i0 + l
@@ -1084,6 +1101,22 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
         offsets[c] = at
         at += stop - i - h
         updated += 1
+    if ride:  # the batch's lanes up by one, the first start into lane 0 (its first row, 2h, comes first)
+        for c in range(updated - 1, -1, -1):
+            for r in range(W_TOTAL + 1):
+                W[r * LANES + c + 1] = W[r * LANES + c]
+            active_from[c + 1] = active_from[c]
+            offsets[c + 1] = offsets[c]
+        for l in range(count):
+            place[l] += 1
+        for a in range(k):
+            for b in range(a + 1):
+                W[(a * (a + 1) // 2 + b) * LANES] = P[a, b]
+            W[(W_LOW + a) * LANES] = U[0, a]
+        W[W_TOTAL * LANES] = rider
+        active_from[0] = 2 * h
+        offsets[0] = rider_at
+        updated += 1
     for r in range(W_TOTAL + 1):  # the lanes past the last run idle (update_lanes_8)
         for c in range(updated, LANES):
             W[r * LANES + c] = 0.0
@@ -1094,6 +1127,11 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
         for c in range(updated):
             seg[active_from[c] - first, c] = W[W_TOTAL * LANES + c]
         update_lanes_8(X, rows, y, mean, U, W, active_from, updated, first, stop, seg, steps, offsets, record)
+    if ride:
+        column = seg[:, 0]
+        for e in range(stop - 2 * h + 1):  # from the RSS after row 2h - 1
+            w[h + e] = column[e]
+        _programme_row_1(best, arg, M, n, h, 0, h - 1, w, stop - h + 1)
     for l in range(count):
         i = i0 + l
         if start_kinds[l] == _START_RECURSION:
@@ -1113,16 +1151,21 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
 
 @jit()
 def lane_starts(X, rows, y, mean, n, h, M, best, arg, i, back, stop, S, U, YY, w, Q, R, idx, beta, P, Px, memo, record,
-                at, forward):
+                at, rider, forward):
     """The starts ``i..n-h`` (after the first; eight regressors) of
     :func:`optimal_partitions`, ``LANES`` at a time (:func:`_start_batch`), offered to the
     pixel's programme ``best``, ``arg``; returns the memo's next update step. A function
     of its own, which the kernels call by address once per pixel (:data:`PROGRAMME_CALLS`):
     the lane kernels' code is compiled into it, not into each kernel; ``forward``:
-    :func:`_forward`, by address."""
-    for i0 in range(i, n - h + 1, LANES):
-        at = _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, min(LANES, n - h + 1 - i0), back, stop, S, U, YY, w,
-                          Q, R, idx, beta, P, Px, memo, record, at, forward)
+    :func:`_forward`, by address. ``rider >= 0``: the first start goes on in the first
+    batch's lane 0 (:func:`_start_batch`)."""
+    i0 = i
+    while i0 < n - h + 1:  # one call site of the batch (compiled into this function once)
+        count = min(LANES - 1 if rider >= 0.0 else LANES, n - h + 1 - i0)
+        at = _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S, U, YY, w, Q, R, idx, beta, P,
+                          Px, memo, record, at, rider, forward)
+        i0 += count
+        rider = -1.0
     return at
 
 
@@ -1744,7 +1787,7 @@ _LANE_STARTS, _FORWARD, _REPLAY, _SUMS = range(4)
 PROGRAMME_CALLS = Callees(
     (lane_starts, function_type(
         "f8[:, ::1], i8[::1], f8[::1], f8, i8, i8, i8, f8[:, ::1], i8[:, ::1], i8, b1, i8, f8[:, :, ::1], f8[:, ::1], "
-        f"f8[::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], f8[::1], {MEMO_TYPES}, b1, i8",
+        f"f8[::1], f8[::1], f8[:, ::1], f8[:, ::1], i8[::1], f8[::1], f8[:, ::1], f8[::1], {MEMO_TYPES}, b1, i8, f8",
         FORWARD_TYPE, returns=numba.int64), 15.5),
     (_forward, FORWARD_TYPE, 9.8),
     (replay_partitions, function_type(
