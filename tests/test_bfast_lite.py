@@ -189,7 +189,7 @@ def test_cpu_equals_reference_with_short_segments(nan_fraction, options):
     _assert_same(cpu, ref)
 
 
-@pytest.mark.parametrize("k", [4, 6, 9, 24])
+@pytest.mark.parametrize("k", [4, 6, 8, 9, 24])
 def test_the_one_start_updates_sum_in_the_order_written(k):
     """``_update`` (the one-start Sherman–Morrison updates of every model but the default
     eight regressors) against the same arithmetic in Python, row by row: ``P x`` summed in

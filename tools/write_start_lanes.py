@@ -7,7 +7,7 @@ so each kernel is one loop over the lanes whose body is the whole computation fo
 lane, every loop over the eight regressors unrolled here, every intermediate a local.
 Each line repeats the operation order of the one-start code in
 :mod:`tscube.bfast.core.bai_perron_cpu` (``_cholesky_of_sums``, ``_inverse_from_sums``,
-``_rss_from_sums``, ``_update_8``), except that the set-up multiplies by each pivot's
+``_rss_from_sums``, ``_update``), except that the set-up multiplies by each pivot's
 reciprocal where that code divides by the pivot (the bits differ by rounding); the updates keep
 ``(X'X)^{-1}`` symmetric (one triangle) and fuse the multiply-adds of the products that
 the memo records (a fifth faster), so there the bits differ by rounding. What a replay
@@ -214,7 +214,7 @@ def _downdate_8(W, width):
 @jit(error_model="numpy", plain_args=True)  # one version for every caller's constants
 def update_lanes_8(X, rows, y, mean, U, W, active_from, nl, first, stop, seg, steps, at, record):
     """Forward Sherman–Morrison updates of lanes ``l < nl`` side by side over the
-    compacted rows ``first..stop-1``, as ``bai_perron_cpu._update_8`` does for one
+    compacted rows ``first..stop-1``, as ``bai_perron_cpu._update`` does for one
     start: lane ``l`` (its inverse Gram, fixed end's sums and first RSS in ``W``) takes
     the rows from ``active_from[l]`` on (non-decreasing in ``l``, so the lanes at work are
     always the first ones); ``seg[j - first + 1, l]`` = its RSS after row ``j``. With

@@ -559,9 +559,6 @@ def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, s
     (axpy) form, which the compiler vectorises. With ``record``, each
     row's ``P x`` and ``1 / f`` (which depend on the rows only) go to ``steps[s0 + c]``."""
     k = X.shape[1]
-    if k == 8:
-        _update_8(X, rows, y, mean, U, fixed, first, step, count, total, P, out, steps, s0, record)
-        return
     for c in range(count):
         pos = first + step * c
         lo, hi = (fixed, pos) if step > 0 else (pos + 1, fixed)
@@ -603,56 +600,6 @@ def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, s
             pa = Px[a] * inv_f
             for b in range(k):
                 P[a, b] -= pa * Px[b]
-
-
-@jit(plain_args=True)
-def _update_8(X, rows, y, mean, U, fixed, first, step, count, total, P, out, steps, s0, record):
-    """:func:`_update` for eight regressors (the default trend and three harmonics), the
-    same operations in the same order (the same bits), ``P x`` in locals: with the loops
-    over k written out and no stores to an array that ``P`` might alias, the compiler
-    keeps them in registers (about a third faster)."""
-    for c in range(count):
-        pos = first + step * c
-        lo, hi = (fixed, pos) if step > 0 else (pos + 1, fixed)
-        x = X[rows[pos]]
-        p0 = p1 = p2 = p3 = p4 = p5 = p6 = p7 = 0.0
-        for b in range(8):
-            xb = x[b]
-            Pb = P[b]
-            p0 += Pb[0] * xb
-            p1 += Pb[1] * xb
-            p2 += Pb[2] * xb
-            p3 += Pb[3] * xb
-            p4 += Pb[4] * xb
-            p5 += Pb[5] * xb
-            p6 += Pb[6] * xb
-            p7 += Pb[7] * xb
-        px = (p0, p1, p2, p3, p4, p5, p6, p7)
-        f = 1.0
-        for a in range(8):
-            f += x[a] * px[a]
-        inv_f = 1.0 / f
-        if record:
-            for a in range(8):
-                steps[s0 + c, a] = px[a]
-            steps[s0 + c, 8] = inv_f
-        pred = 0.0
-        for a in range(8):
-            pred += px[a] * (U[hi, a] - U[lo, a])
-        err = (y[pos] - mean) - pred
-        total += err * (err * inv_f)
-        out[c] = total
-        for a in range(8):
-            pa = px[a] * inv_f
-            Pa = P[a]
-            Pa[0] -= pa * p0
-            Pa[1] -= pa * p1
-            Pa[2] -= pa * p2
-            Pa[3] -= pa * p3
-            Pa[4] -= pa * p4
-            Pa[5] -= pa * p5
-            Pa[6] -= pa * p6
-            Pa[7] -= pa * p7
 
 
 #: Kinds of a segment start in a :func:`triangle_memo`: R's recursion, a fit from the

@@ -687,7 +687,7 @@ def _downdate_8(W, width):
 @jit(error_model="numpy", plain_args=True)  # one version for every caller's constants
 def update_lanes_8(X, rows, y, mean, U, W, active_from, nl, first, stop, seg, steps, at, record):
     """Forward Sherman–Morrison updates of lanes ``l < nl`` side by side over the
-    compacted rows ``first..stop-1``, as ``bai_perron_cpu._update_8`` does for one
+    compacted rows ``first..stop-1``, as ``bai_perron_cpu._update`` does for one
     start: lane ``l`` (its inverse Gram, fixed end's sums and first RSS in ``W``) takes
     the rows from ``active_from[l]`` on (non-decreasing in ``l``, so the lanes at work are
     always the first ones); ``seg[j - first + 1, l]`` = its RSS after row ``j``. With

@@ -11,7 +11,7 @@ end of its first ``h`` rows, so the lanes at work are always the first ones.
 
 Each lane repeats, operation for operation and in the same order, what the one-start
 functions of :mod:`tscube.bfast.core.bai_perron_cpu` do (``_cholesky_of_sums``,
-``_inverse_from_sums``, ``_rss_from_sums``, ``_update_8``), except that the updates keep
+``_inverse_from_sums``, ``_rss_from_sums``, ``_update``), except that the updates keep
 ``(X'X)^{-1}`` symmetric and fuse the multiply-adds of ``P x`` (rounding: the RSS move by
 about 1e-16). Each row's prediction and RSS are computed as a replay computes them from
 the recorded ``P x`` and ``1 / f``, so that the memo's replays and a pixel run alone agree
