@@ -831,45 +831,13 @@ def _programme_row(best, arg, M, n, h, lane, G, i, first_end, values, count):
                     at[g] = i - 1
 
 
-@jit(error_model="numpy", plain_args=True)
-def _programme_row_1(best, arg, M, n, h, i, first_end, values, count):
-    """:func:`_programme_row` for one pixel whose programme is ``best``, ``arg``
-    ``(M + 1, n)`` (contiguous: the compiler vectorises the offers) and segments' RSS
-    ``values[c]``; the same choices."""
-    lo = max(first_end, i + h - 1) - first_end
-    hi = min(first_end + count, n - h) - first_end
-    to_last = first_end + count == n and n - 1 >= i + h - 1
-    if i == 0:
-        for c in range(lo, hi):
-            best[0, first_end + c] = values[c]
-        if to_last:
-            best[0, n - 1] = values[count - 1]
-        return
-    hi = max(hi, lo)
-    offered = values[lo:hi]  # views from index 0: the compiler knows every index is in bounds
-    for m in range(1, min(M, i // h) + 1):
-        prev = best[m - 1, i - 1]
-        held = best[m, first_end + lo:first_end + hi]
-        at = arg[m, first_end + lo:first_end + hi]
-        for c in range(hi - lo):
-            total = prev + offered[c]
-            old = held[c]
-            better = total < old
-            held[c] = total if better else old
-            at[c] = i - 1 if better else at[c]
-        if to_last:
-            total = prev + values[count - 1]
-            if total < best[m, n - 1]:
-                best[m, n - 1] = total
-                arg[m, n - 1] = i - 1
-
-
 @jit(inline="always")  # a few operations: compiled into its callers, not called
 def _offer_last_1(best, arg, M, n, h, i, value):
-    """:func:`_programme_row_1` of the one segment ``i..n-1`` (RSS ``value``), the last of
-    a partition: the same choices, without the views of rows of ``best`` and ``arg``
-    that each offer of a row makes (their reference counts made such a call cost about
-    30 ns, for a few additions)."""
+    """The one segment ``i..n-1`` (RSS ``value``), the last of a partition, offered to the
+    programme of :func:`_programme_row_1` (which offers its segments to the last row
+    so): inline, without the views of rows of ``best`` and ``arg`` that a call of that
+    function makes (their reference counts made such a call cost about 30 ns, for a few
+    additions)."""
     if n - 1 < i + h - 1:
         return
     if i == 0:
@@ -880,6 +848,33 @@ def _offer_last_1(best, arg, M, n, h, i, value):
         if total < best[m, n - 1]:
             best[m, n - 1] = total
             arg[m, n - 1] = i - 1
+
+
+@jit(error_model="numpy", plain_args=True)
+def _programme_row_1(best, arg, M, n, h, i, first_end, values, count):
+    """:func:`_programme_row` for one pixel whose programme is ``best``, ``arg``
+    ``(M + 1, n)`` (contiguous: the compiler vectorises the offers) and segments' RSS
+    ``values[c]``; the same choices."""
+    lo = max(first_end, i + h - 1) - first_end
+    hi = min(first_end + count, n - h) - first_end
+    if i == 0:
+        for c in range(lo, hi):
+            best[0, first_end + c] = values[c]
+    else:
+        hi = max(hi, lo)
+        offered = values[lo:hi]  # views from index 0: the compiler knows every index is in bounds
+        for m in range(1, min(M, i // h) + 1):
+            prev = best[m - 1, i - 1]
+            held = best[m, first_end + lo:first_end + hi]
+            at = arg[m, first_end + lo:first_end + hi]
+            for c in range(hi - lo):
+                total = prev + offered[c]
+                old = held[c]
+                better = total < old
+                held[c] = total if better else old
+                at[c] = i - 1 if better else at[c]
+    if first_end + count == n:  # the segment to the last row (the ends above do not touch row i - 1)
+        _offer_last_1(best, arg, M, n, h, i, values[count - 1])
 
 
 @jit(inline="always")  # compiled in each kernel that calls it, not once more on its own (docs/performance.md)
@@ -964,7 +959,8 @@ def optimal_partitions(X, rows, y, n, h, M, best, arg, lane, w, Q, R, idx, beta,
         if kind == _START_SUMS:
             if i == 0 and k == 8 and not h < _PLAIN_RSS_MIN_ROWS * k and stop > 2 * h:
                 # the first start's updates from row 2h on in the first batch of lanes, beside the starts
-                # from h (its own chain ran at a fifth of their speed); its segments are offered there
+                # from h (its own chain ran at a fifth of their speed); its segments are offered there.
+                # Not with short first fits: the batch's set-up then uses P, which carries this start
                 calls[_SUMS](X, rows, y, mean, P, U, YY, i, h, 2 * h, w, Q[0], Px, beta, steps, at, record)
                 rider = w[h]
                 at += h
