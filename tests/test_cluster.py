@@ -13,6 +13,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture as SklearnGaussianMixture
 
 from tscube import config
+from tscube._simd import compiles_for_avx512
 from tscube.cluster import GaussianMixture, KMeans
 from tscube.cluster import _cpu, _reference
 from tscube.cluster._common import precision_cholesky_from_covariances
@@ -237,22 +238,32 @@ def test_rows_with_nan_are_ignored_in_fit_and_flagged_in_predict(mixture):
     assert np.sum(km.labels_ == -1) == 4 and km.labels_[700] == -1
 
 
+@pytest.mark.parametrize("layout", sorted(_cpu._LAYOUTS))
 @pytest.mark.parametrize("n_features", [1, 3, 8, 9, 16, 17, 32, 33, 40])
-def test_cpu_kmeans_statistics_equal_the_reference_on_both_sides_of_the_vector_limit(n_features):
+def test_cpu_kmeans_statistics_equal_the_reference_on_both_sides_of_the_vector_limit(n_features, layout):
     """Up to _cpu._SIMD_FEATURES features the k-means kernel transposes and sums with
     vector intrinsics, beyond with loops; beyond _cpu._SCORE_CHUNK features it scores in
     chunks of features (with and without a remainder): the same labels, counts and (to
-    rounding) sums and SSE as the reference, tiles with and without a remainder of eight."""
+    rounding) sums and SSE as the reference, tiles with and without a remainder of eight.
+    Both layouts (the AVX2 and AVX-512 targets' choices), whichever this machine takes."""
     rng = np.random.default_rng(n_features)
     X = rng.normal(size=(3 * config.CLUSTER_BLOCK_SAMPLES + 77, n_features)) * 10 + 5e3
     centers = X[rng.choice(X.shape[0], 6, replace=False)]
-    labels, sse, counts, sums = _cpu.kmeans_statistics(X, centers)
+    labels, sse, counts, sums = _cpu.kmeans_statistics(X, centers, layout=layout)
     ref_labels, ref_sse, ref_counts, ref_sums = _reference.kmeans_statistics(_reference.prepare(X), centers)
     np.testing.assert_array_equal(labels, ref_labels)
     np.testing.assert_array_equal(counts, ref_counts)
     np.testing.assert_allclose(sums, ref_sums, rtol=1e-13)
     np.testing.assert_allclose(sse, ref_sse, rtol=1e-11)
-    assert _cpu.kmeans_statistics(X, centers, sums_only=True)[3].tolist() == sums.tolist()
+    assert _cpu.kmeans_statistics(X, centers, sums_only=True, layout=layout)[3].tolist() == sums.tolist()
+
+
+def test_kmeans_layout_follows_the_target():
+    """AVX-512 targets fill the tiles row by row into one set of sums, others shuffle into
+    four (_cpu.KMEANS_LAYOUT: measured per target, benchmarks/README.md)."""
+    assert _cpu.KMEANS_LAYOUT == ("rows" if compiles_for_avx512() else "shuffles")
+    assert {name: (len(copies), len(shuffles)) for name, (copies, shuffles) in _cpu._LAYOUTS.items()} == {
+        "rows": (1, 0), "shuffles": (4, 1)}
 
 
 @pytest.mark.parametrize("order", ["C", "F"])

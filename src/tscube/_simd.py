@@ -11,10 +11,23 @@ load: the arrays are never views of each other, which the callers guarantee.
 
 from __future__ import annotations
 
+import numba
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+
+def compiles_for_avx512() -> bool:
+    """Whether numba compiles for AVX-512 here: its target's features (``NUMBA_CPU_FEATURES``,
+    else the host's, as numba takes them). numba's cache is keyed by the target, so a
+    kernel whose layout follows this keeps one version per target."""
+    features = numba.config.CPU_FEATURES
+    if features is not None:
+        return "+avx512f" in features.split(",")
+    import llvmlite.binding as llvm
+
+    return bool(llvm.get_host_cpu_features().get("avx512f", False))
 
 
 def _row_pointer(context, builder, array_type, array, row, row_type):

@@ -20,7 +20,7 @@ from tscube import config
 
 from .._jit import CONTRACT, jit
 from .._prefetch import prefetch_row
-from .._simd import TRANSPOSE_WIDTH, add_row, transpose_scaled
+from .._simd import TRANSPOSE_WIDTH, add_row, compiles_for_avx512, transpose_scaled
 from .._threads import run_tasks, task_count
 from ._common import nearest_centre
 from ._reference import LOG_2PI, prepare  # noqa: F401  (same preparation)
@@ -179,11 +179,26 @@ KMEANS_MARGIN = 8.0
 _KMEANS_AHEAD = 1024
 
 
-#: Sets of counts and sums the kernel adds a tile's samples to, in turn: a sample's
-#: load, add and store of its centre's sums waited for the previous sample's store
-#: whenever the two shared a centre (and the processor, unable to tell in advance, often
-#: waited anyway): the adds took half the kernel.
-_KMEANS_COPIES = 4
+#: How the k-means kernel fills a tile and adds its samples to the sums, per target:
+#:
+#: - ``"shuffles"`` (AVX2): the tile transposed eight samples at a time by vector loads
+#:   and 4 × 4 shuffles (:func:`tscube._simd.transpose_scaled`), and four sets of counts
+#:   and sums that the tile's samples add to in turn: a sample's load, add and store of
+#:   its centre's sums waited for the previous sample's store whenever the two shared a
+#:   centre (and the processor, unable to tell in advance, often waited anyway). On a
+#:   Zen 3 (AVX2) they took one Lloyd iteration from 14.3 to 12.7 ms.
+#: - ``"rows"`` (AVX-512): the tile filled sample by sample in the loop that prefetches
+#:   the rows ahead (whose call keeps LLVM from vectorising the loop over the samples
+#:   into gathers), one set of sums. On a Zen 4 (AVX-512) the shuffles cost 11 % and the
+#:   four sets 7 %: 13.1 ms per iteration with both, 10.3 without (benchmarks/README.md,
+#:   "k-means per instruction set").
+#:
+#: Both give the same labels and counts; the sums and SSE differ in rounding (the sets
+#: are added in a fixed order, so neither depends on the threads).
+KMEANS_LAYOUT = "rows" if compiles_for_avx512() else "shuffles"
+#: Per layout: the sets of counts and sums (a tuple whose length is the kernel's
+#: constant) and whether the tile goes through the shuffles (``(0,)``) or not (``()``).
+_LAYOUTS = {"shuffles": ((0,) * 4, (0,)), "rows": ((0,), ())}
 
 
 #: Features up to which a tile's transposition and a row's add to the sums are the vector
@@ -193,9 +208,10 @@ _KMEANS_COPIES = 4
 _SIMD_FEATURES = 32
 
 
-def _transpose_tile(xt, m, X, t0, origin, scale, features):
-    """``xt[j, i] = float32((X[t0 + i, j] − origin[j]) × scale)`` for ``i < m`` (numba only)."""
-    raise NotImplementedError("compiled by numba: see _transpose_tile_impl")
+def _fill_tile(xt, m, X, t0, origin, scale, features, shuffles):
+    """``xt[j, i] = float32((X[t0 + i, j] − origin[j]) × scale)`` for ``i < m``, and the
+    rows :data:`_KMEANS_AHEAD` samples ahead asked for (numba only)."""
+    raise NotImplementedError("compiled by numba: see _fill_tile_impl")
 
 
 def _add_row(sums, k, X, row, features):
@@ -205,22 +221,40 @@ def _add_row(sums, k, X, row, features):
 
 @jit(inline="always")
 def _scaled_rows(xt, start, stop, X, t0, origin, scale, features):
-    """:func:`_transpose_tile` for samples ``start`` to ``stop``, one element at a time."""
+    """:func:`_fill_tile`'s values for samples ``start`` to ``stop``, one element at a time."""
     for i in range(start, stop):
         for j in range(len(features)):
             xt[j, i] = np.float32((X[t0 + i, j] - origin[j]) * scale)
 
 
-@overload(_transpose_tile, inline="always")
-def _transpose_tile_impl(xt, m, X, t0, origin, scale, features):
+@jit(inline="always")
+def _prefetch_ahead(X, t0, m):
+    last = X.shape[0] - 1
+    for i in range(m):
+        prefetch_row(X, min(t0 + i + _KMEANS_AHEAD, last), 0)
+
+
+@overload(_fill_tile, inline="always")
+def _fill_tile_impl(xt, m, X, t0, origin, scale, features, shuffles):
     if features.count > _SIMD_FEATURES:
-        def elementwise(xt, m, X, t0, origin, scale, features):
+        def elementwise(xt, m, X, t0, origin, scale, features, shuffles):
+            _prefetch_ahead(X, t0, m)
             _scaled_rows(xt, 0, m, X, t0, origin, scale, features)
         return elementwise
 
-    def vectors(xt, m, X, t0, origin, scale, features):
+    if shuffles.count == 0:  # the "rows" layout
+        def rows(xt, m, X, t0, origin, scale, features, shuffles):
+            last = X.shape[0] - 1
+            for i in range(m):
+                prefetch_row(X, min(t0 + i + _KMEANS_AHEAD, last), 0)
+                for j in range(len(features)):
+                    xt[j, i] = np.float32((X[t0 + i, j] - origin[j]) * scale)
+        return rows
+
+    def vectors(xt, m, X, t0, origin, scale, features, shuffles):
         # eight samples at a time, each row one vector load, each feature one vector
         # store; the rest one element at a time
+        _prefetch_ahead(X, t0, m)
         whole = m - m % TRANSPOSE_WIDTH
         for i in range(0, whole, TRANSPOSE_WIDTH):
             transpose_scaled(xt, i, X, t0 + i, origin, scale, features)
@@ -361,7 +395,7 @@ def _offer_pair(s, t, first, other, best, second, best_k, i):
 
 @jit(nogil=True)
 def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, sums_only, labels, out_sse,
-                   out_counts, out_sums, features):
+                   out_counts, out_sums, features, copies, shuffles):
     """The k-means assignment of task ``task`` of ``n_tasks`` (a range of blocks), for
     ``len(features)`` features (a tuple: its length is part of its type).
 
@@ -384,9 +418,11 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
     ``Σ_j (x_j − c_j)²``, first centre on ties. Labels are therefore those of the exact
     distance, and counts, sums and the SSE are float64 sums of the data as given.
     ``sums_only``: counts and sums, no labels written and no SSE (all a Lloyd iteration
-    needs).
+    needs). ``copies``, ``shuffles``: the layout's markers (:data:`KMEANS_LAYOUT`), also
+    constants of the compiled code.
     """
     n_feat = len(features)
+    n_copies = len(copies)
     n_samples = X.shape[0]
     n_clusters = centers.shape[0]
     c2 = np.empty((n_clusters, n_feat), dtype=np.float32)
@@ -400,10 +436,10 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
         cn[k] = np.float32(norm)
     largest_cn = cn.max()
     margin = np.float32(KMEANS_MARGIN * (n_feat + 3) * np.finfo(np.float32).eps)
-    # _KMEANS_COPIES sets of counts and sums (SSE), sample i adding to set i % copies
-    sse = np.empty(_KMEANS_COPIES * n_clusters)
-    counts = np.empty(_KMEANS_COPIES * n_clusters)
-    sums = np.empty((_KMEANS_COPIES * n_clusters, n_feat))
+    # n_copies sets of counts and sums (SSE), sample i adding to set i % n_copies
+    sse = np.empty(n_copies * n_clusters)
+    counts = np.empty(n_copies * n_clusters)
+    sums = np.empty((n_copies * n_clusters, n_feat))
     xt = np.empty((n_feat, KMEANS_TILE), dtype=np.float32)
     best = np.empty(KMEANS_TILE, dtype=np.float32)
     second = np.empty(KMEANS_TILE, dtype=np.float32)
@@ -411,7 +447,7 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
     partial = np.empty((2, KMEANS_TILE), dtype=np.float32)
     norms = np.empty(KMEANS_TILE, dtype=np.float32)
     for b in range(task * n_blocks // n_tasks, (task + 1) * n_blocks // n_tasks):
-        for k in range(_KMEANS_COPIES * n_clusters):
+        for k in range(n_copies * n_clusters):
             sse[k] = 0.0
             counts[k] = 0.0
             for j in range(n_feat):
@@ -419,9 +455,7 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
         stop = min((b + 1) * block, n_samples)
         for t0 in range(b * block, stop, KMEANS_TILE):
             m = min(KMEANS_TILE, stop - t0)
-            for i in range(m):
-                prefetch_row(X, min(t0 + i + _KMEANS_AHEAD, n_samples - 1), 0)
-            _transpose_tile(xt, m, X, t0, origin, scale, features)  # vector loads and shuffles
+            _fill_tile(xt, m, X, t0, origin, scale, features, shuffles)  # and the rows ahead asked for
             _tile_scores(m, c2, cn, xt, best, second, best_k, features, partial)
             # ‖x'‖² across samples, as SIMD lanes (not fused into the transposition, where
             # it was a chain per sample); past _SCORE_CHUNK features feature after feature
@@ -452,7 +486,7 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
                         best_k[i] = _nearest_centre(X, t0 + i, centers)[0]
             for i in range(m):
                 kk = best_k[i]
-                slot = (i % _KMEANS_COPIES) * n_clusters + kk
+                slot = (i % n_copies) * n_clusters + kk
                 counts[slot] += 1.0
                 _add_row(sums, slot, X, t0 + i, features)  # one vector add
                 if not sums_only:
@@ -467,7 +501,7 @@ def _kmeans_kernel(task, n_tasks, X, centers, origin, scale, block, n_blocks, su
             out_counts[b, k] = 0.0
             for j in range(n_feat):
                 out_sums[b, k, j] = 0.0
-            for copy in range(_KMEANS_COPIES):  # in a fixed order: sums independent of the threads
+            for copy in range(n_copies):  # in a fixed order: sums independent of the threads
                 slot = copy * n_clusters + k
                 out_sse[b, k] += sse[slot]
                 out_counts[b, k] += counts[slot]
@@ -517,8 +551,9 @@ def gmm_log_resp(X, means, precisions_cholesky, log_weights, covariance_type):
     return log_resp, norm
 
 
-def kmeans_statistics(X, centers, sums_only=False):
-    """Same contract as :func:`tscube.cluster._reference.kmeans_statistics`."""
+def kmeans_statistics(X, centers, sums_only=False, layout=None):
+    """Same contract as :func:`tscube.cluster._reference.kmeans_statistics`; ``layout``:
+    one of :data:`_LAYOUTS` (default :data:`KMEANS_LAYOUT`, this target's)."""
     n_samples, n_features = X.shape
     n_clusters = centers.shape[0]
     block, n_blocks = _n_blocks(n_samples)
@@ -529,7 +564,7 @@ def kmeans_statistics(X, centers, sums_only=False):
     centers = np.ascontiguousarray(centers, dtype=np.float64)
     origin, scale = _score_frame(centers)
     run_tasks(_kmeans_kernel, task_count(n_blocks), X, centers, origin, scale, block, n_blocks, sums_only, labels,
-              out_sse, out_counts, out_sums, (0,) * n_features)
+              out_sse, out_counts, out_sums, (0,) * n_features, *_LAYOUTS[layout or KMEANS_LAYOUT])
     if sums_only:
         return None, None, out_counts.sum(axis=0), out_sums.sum(axis=0)
     return labels, out_sse.sum(axis=0), out_counts.sum(axis=0), out_sums.sum(axis=0)

@@ -9,19 +9,9 @@ store into a gather or scatter). Symmetric k x k matrices are packed lower trian
 element ``a (a + 1) / 2 + b``.
 """
 
-import numba
 import numpy as np
 
-
-def _compiles_for_avx512() -> bool:
-    """Whether numba compiles for AVX-512 here: its target's features (``NUMBA_CPU_FEATURES``,
-    else the host's, as numba takes them)."""
-    features = numba.config.CPU_FEATURES
-    if features is not None:
-        return "+avx512f" in features.split(",")
-    import llvmlite.binding as llvm
-
-    return bool(llvm.get_host_cpu_features().get("avx512f", False))
+from ...._simd import compiles_for_avx512
 
 
 #: Regressors of the lane kernel: the design padded with zero columns to 8 (a zero column
@@ -32,7 +22,7 @@ LANE_REGRESSORS = 8
 #: 600 KB, over the 512 KB L2 of an AVX2 Zen 3 core (32 lanes: 7-10 % faster selection
 #: there, benchmarks/README.md); AVX-512 machines keep the 64 they were tuned with. numba's
 #: cache is keyed by the target, so each target's kernels keep their own width.
-LANES = 64 if _compiles_for_avx512() else 32
+LANES = 64 if compiles_for_avx512() else 32
 PACKED = LANE_REGRESSORS * (LANE_REGRESSORS + 1) // 2
 S_P = 0  # (X'X)^{-1}, packed
 S_BETA = S_P + PACKED  # coefficients (rows 36..43, written out in _update_step)
