@@ -178,3 +178,39 @@ def test_remembered_call_types_are_those_numba_resolves():
     assert len(entries) >= 10
     for (function, args, _, _), signature in entries:
         assert _jit._numba_call_type(function, context, args, {}) == signature, (function, args)
+
+
+
+def test_a_function_that_allocates_nothing_counts_no_references():
+    """``jit(allocates=False)`` compiles without numba's runtime: the same values, no
+    reference counting of the arrays it takes or the views it makes (numba's atomic
+    increments and decrements: a few percent of BFAST Lite, from per-start helpers such
+    as the programme's offers), and a clear compile error for a function that allocates
+    after all."""
+    import numpy as np
+    import pytest
+    from numba.core.errors import NumbaError
+
+    from tscube._jit import jit
+    from tscube.bfast.core.bai_perron_cpu import _programme_row_1
+
+    def allocates(values):
+        return np.empty(values.shape[0]).sum()
+
+    counted = jit(cache=False, error_model="numpy")(_programme_row_1.py_func)
+    uncounted = jit(cache=False, error_model="numpy", allocates=False)(_programme_row_1.py_func)
+    M, n, h = 5, 220, 33
+    values = np.random.default_rng(1).random(n)
+    programmes = []
+    for offer in (counted, uncounted):
+        best, arg = np.full((M + 1, n), np.inf), np.full((M + 1, n), -1)
+        best[:, :40] = np.random.default_rng(0).random((M + 1, 40))
+        offer(best, arg, M, n, h, 40, 72, values, n - 72)
+        programmes.append((best, arg))
+    assert np.array_equal(programmes[0][0], programmes[1][0]) and np.array_equal(programmes[0][1], programmes[1][1])
+    assert np.isfinite(programmes[0][0][1, 72:n - h]).all()  # offers for one break (start 40 < 2h)
+    calls = [sum(ir.count(f"call void @NRT_{op}") for ir in offer.inspect_llvm().values() for op in ("incref", "decref"))
+             for offer in (counted, uncounted)]
+    assert calls[0] > 0 and calls[1] == 0, calls
+    with pytest.raises(NumbaError):
+        jit(cache=False, allocates=False)(allocates)(values)

@@ -132,7 +132,7 @@ from .start_lanes_cpu import LANES as S
 from .start_lanes_cpu import W_DIFF, W_FULL, W_GRAM, W_INV, W_LOW, W_OK, W_PX, W_TOTAL
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", allocates=False)
 def full_rank_lanes_8(S_sums, i0, nl, min_pivot, W):
     """``W[W_FULL, l]`` = 1.0 where the Gram of the 8 compacted rows from ``i0 + l``
     (``l < nl``; the difference of the prefix sums ``S_sums``) has a Cholesky factor whose
@@ -145,7 +145,7 @@ def full_rank_lanes_8(S_sums, i0, nl, min_pivot, W):
     lines.append(I1 + "W[W_FULL * S + l] = 1.0 if good else 0.0")
     lines.append("")
     lines.append('''
-@jit(error_model="numpy")
+@jit(error_model="numpy", allocates=False)
 def first_fits_lanes_8(S_sums, U, YY, i0, width, nl, min_pivot, W):
     """The fit of the ``width`` compacted rows from ``i0 + l`` (``l < nl``) from the prefix
     sums, as ``bai_perron_cpu._inverse_from_sums`` and ``_rss_from_sums``: into ``W``'s
@@ -171,7 +171,7 @@ def first_fits_lanes_8(S_sums, U, YY, i0, width, nl, min_pivot, W):
     lines.append(I1 + "W[W_TOTAL * S + l] = max(u, 0.0)")
     lines.append("")
     lines.append('''
-@jit(fastmath=CONTRACT, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy", allocates=False)
 def _products_8(x, W, active_from, j, width):
     """``P x`` and ``1 / f`` = ``1 / (1 + x' P x)`` of row ``x`` (row ``j``) in lanes
     ``l < width`` into ``W``; ``1 / f`` zero in a lane whose first row is after ``j``.
@@ -187,7 +187,7 @@ def _products_8(x, W, active_from, j, width):
     lines.append(I1 + "W[W_INV * S + l] = 1.0 / f if j >= active_from[l] else 0.0")
     lines.append('''
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", allocates=False)
 def _residuals_8(u, centred, W, width):
     """Each lane's RSS (``W_TOTAL``) after the row whose sums of X'y are ``u`` and
     centred value ``centred``: its prediction from the sums, ``(P x)' (X'y)``, in
@@ -200,7 +200,7 @@ def _residuals_8(u, centred, W, width):
     lines.append(I1 + "W[W_TOTAL * S + l] += err * (err * W[W_INV * S + l])")
     lines.append('''
 
-@jit(fastmath=CONTRACT, error_model="numpy")
+@jit(fastmath=CONTRACT, error_model="numpy", allocates=False)
 def _downdate_8(W, width):
     """``P -= (P x)(P x)' / f`` (the triangle) in lanes ``l < width``."""
     for l in range(width):''')
@@ -211,7 +211,7 @@ def _downdate_8(W, width):
         lines += grouped([f"{w(tri(a, b))} -= g * q{b}" for b in range(a + 1)], I1)
     lines.append('''
 
-@jit(error_model="numpy", plain_args=True)  # one version for every caller's constants
+@jit(error_model="numpy", plain_args=True, allocates=False)  # one version for every caller's constants
 def update_lanes_8(X, rows, y, mean, U, W, active_from, nl, first, stop, seg, steps, at, record):
     """Forward Sherman–Morrison updates of lanes ``l < nl`` side by side over the
     compacted rows ``first..stop-1``, as ``bai_perron_cpu._update`` does for one

@@ -71,7 +71,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: bool = True, plain_args: bool = False,
-        **options):
+        allocates: bool = True, **options):
     """``numba.njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)``;
     the defaults are numba's own for a function called from Python (IEEE rounding of each
     operation, ``ZeroDivisionError`` on a division by zero). Cached kernels write their
@@ -81,7 +81,17 @@ def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: boo
     only. numba types a constant argument of a call from a kernel as a literal (0, 1,
     -1, 64) and compiles the callee once per value: up to 4 versions of one set-up
     helper. Keep numba's specialisation (the default) where a constant decides the
-    code's speed (a step of 1, a feature count that unrolls a loop)."""
+    code's speed (a step of 1, a feature count that unrolls a loop).
+
+    ``allocates=False``: the function creates no array (no ``np.empty``, no copies; views
+    are fine) and returns none, so it is compiled without numba's runtime (``_nrt=False``):
+    no reference counts on the arrays it takes or the views it makes. numba counts them
+    with atomic increments and decrements at the function's entry and exit and around
+    each view, which its pruning pass removes only in part: in BFAST Lite's per-start
+    helpers (called a few hundred times per pixel) they cost 5–9 % of a cloudy pixel
+    (docs/bfast_lite.md). numba refuses to compile such a function if it allocates."""
+    if not allocates:
+        options["_nrt"] = False
     decorate = njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)
 
     def decorator(func):

@@ -68,7 +68,7 @@ _PLAIN_RSS_MIN_ROWS = 3
 _SHORT_MAX_COND = 1e10
 
 
-@jit()
+@jit(allocates=False)
 def _copy_square(memo, i, P):
     """``memo[i] = P`` element by element: an array-to-slice assignment compiles numba's
     shape-mismatch error formatting into the kernel (seconds of compile for a copy)."""
@@ -93,7 +93,7 @@ def _dot(a, b, first, step, count):
     return (s0 + s1) + (s2 + s3)
 
 
-@jit(error_model="numpy", plain_args=True)
+@jit(error_model="numpy", plain_args=True, allocates=False)
 def _upper_inverse(R, n, Rinv):
     """``Rinv[:n, :n]`` = the inverse of the upper triangle ``R[:n, :n]`` by back
     substitution (``Rinv``'s lower triangle left as it is: zeros). Row after row from the
@@ -181,7 +181,7 @@ _GRAM_FIT_MIN_PIVOT = 1e-5
 _GRAM_FIT_MAX_COND = 1e8
 
 
-@jit(error_model="numpy", plain_args=True)
+@jit(error_model="numpy", plain_args=True, allocates=False)
 def fit_in_order(X, XX, rows, y, first, count, Q, R, idx, beta, P):
     """:func:`qr_fit_in_order` of ``count`` compacted rows from ``first`` (step 1), where
     the rows are well conditioned (:data:`_GRAM_FIT_MIN_PIVOT`,
@@ -324,7 +324,7 @@ _SURELY_FULL_PIVOT = 1e-8
 _SURELY_FULL_MAX_K = 16
 
 
-@jit()
+@jit(allocates=False)
 def _cholesky_of_sums(S, i, j, k, min_pivot, L):
     """Cholesky factor ``L`` of the Gram of compacted rows ``i..j-1`` (the difference of
     the prefix sums ``S``); False, unfinished, as soon as an equilibrated pivot (``1 - R^2``
@@ -335,7 +335,7 @@ def _cholesky_of_sums(S, i, j, k, min_pivot, L):
     return cholesky_in_place(L, k, min_pivot)
 
 
-@jit()
+@jit(allocates=False)
 def first_rows_full_rank(X, rows, i, Q, S, L):
     """Whether the ``k`` rows from compacted position ``i`` have full rank by R's rule:
     at once when the Cholesky factor of their Gram from the prefix sums ``S`` is far from
@@ -388,7 +388,7 @@ def _centring(X, rows, n):
     return True
 
 
-@jit()
+@jit(allocates=False)
 def _prefix_sums(X, rows, y, n, S, U, YY):
     """Cumulative X'X (its lower triangle: all that the Cholesky factors read), X'y and
     y'y of the compacted rows (y centred on its mean where :func:`_centring` allows);
@@ -416,7 +416,7 @@ def _prefix_sums(X, rows, y, n, S, U, YY):
     return mean
 
 
-@jit()
+@jit(allocates=False)
 def _inverse_from_sums(S, i, j, P, L):
     """``P`` = the inverse Gram of compacted rows ``i..j-1`` from the prefix sums
     (Cholesky); False if the Gram is too ill-conditioned for that
@@ -448,7 +448,7 @@ def _inverse_from_sums(S, i, j, P, L):
     return True
 
 
-@jit()
+@jit(allocates=False)
 def _rss_from_sums(P, U, YY, i, j):
     """RSS of the least-squares fit of compacted rows ``i..j-1`` from their inverse Gram
     ``P`` and the prefix sums: ``y'y - (X'y)' P X'y``, one coefficient at a time."""
@@ -462,7 +462,7 @@ def _rss_from_sums(P, U, YY, i, j):
     return max(rss, 0.0)
 
 
-@jit(error_model="numpy")
+@jit(error_model="numpy", allocates=False)
 def refined_rss(X, rows, first, count, yc, P, u, beta):
     """RSS of the least-squares fit of the ``count`` compacted rows from ``first`` (their
     centred values ``yc[:count]``), given ``P`` = their inverse Gram and ``u`` = their
@@ -529,7 +529,7 @@ def _well_conditioned(S, i, j, P, scratch):
     return gram_norm * inverse_norm <= _SHORT_MAX_COND
 
 
-@jit()
+@jit(allocates=False)
 def _first_rss(X, rows, y, mean, P, U, YY, i, j, yc, u, beta):
     """The RSS of the first fit of a segment, compacted rows ``i..j-1`` (``P`` their
     inverse Gram from the sums): straight from the sums from
@@ -545,7 +545,7 @@ def _first_rss(X, rows, y, mean, P, U, YY, i, j, yc, u, beta):
     return refined_rss(X, rows, i, j - i, yc, P, u, beta)
 
 
-@jit(plain_args=True)
+@jit(plain_args=True, allocates=False)
 def _update(X, rows, y, mean, U, fixed, first, step, count, total, P, Px, out, steps, s0, record):
     """Sherman–Morrison updates of ``P`` = (X'X)^{-1} of a growing segment over ``count``
     compacted rows from ``first`` by ``step``; ``out[c]`` = ``total`` + the squared
@@ -609,7 +609,7 @@ _START_RECURSION, _START_SUMS, _START_NONE = 0, 1, 2
 START_REFITS = 3
 
 
-@jit()
+@jit(allocates=False)
 def _sums_fit(S, i, j, P, L):
     """Whether compacted rows ``i..j-1`` can start a segment from the prefix sums, with
     ``P`` then their inverse Gram: Cholesky pivots above :data:`_SUMS_MIN_PIVOT` and, for
@@ -620,7 +620,7 @@ def _sums_fit(S, i, j, P, L):
     return j - i >= _PLAIN_RSS_MIN_ROWS * P.shape[0] or _well_conditioned(S, i, j, P, L)
 
 
-@jit()
+@jit(allocates=False)
 def start_kind(X, rows, n, h, i, back, S, Q, L, P):
     """The kind of segment start ``i`` (0, or ``h..n-h``) in :func:`optimal_partitions`,
     which depends on the rows only: :data:`_START_SUMS` (``P`` then holds the inverse
@@ -635,7 +635,7 @@ def start_kind(X, rows, n, h, i, back, S, Q, L, P):
     return _START_SUMS if _sums_fit(S, i, i + h, P, L) else _START_RECURSION
 
 
-@jit()
+@jit(allocates=False)
 def sums_segments(X, rows, y, mean, P, U, YY, i, h, stop, w, yc, Px, beta, steps, at, record):
     """The segments of a :data:`_START_SUMS` start ``i`` (``P`` the inverse Gram of its
     first ``h`` rows) ending at rows ``i + h - 1 .. stop - 1``: their RSS to ``w[0..]``;
@@ -747,7 +747,7 @@ def triangle_memo(n_times, k):
             lane_scratch(last.shape[0]))
 
 
-@jit()
+@jit(allocates=False)
 def memo_holds_room(memo, n):
     """Whether ``memo`` can record the rows-only part of the segments of ``n`` rows."""
     return memo[0].shape[0] >= n and memo[4].shape[0] >= n * (n + 1) // 2 + n
@@ -769,7 +769,7 @@ def same_rows(a, b, n):
     return True
 
 
-@jit()
+@jit(allocates=False)
 def _same_rows(memo, rows, n, h):
     """Whether the previous pixel had these compacted rows, ``n`` and ``h``."""
     memo_rows, key = memo[0], memo[1]
@@ -850,7 +850,7 @@ def _offer_last_1(best, arg, M, n, h, i, value):
             arg[m, n - 1] = i - 1
 
 
-@jit(error_model="numpy", plain_args=True)
+@jit(error_model="numpy", plain_args=True, allocates=False)
 def _programme_row_1(best, arg, M, n, h, i, first_end, values, count):
     """:func:`_programme_row` for one pixel whose programme is ``best``, ``arg``
     ``(M + 1, n)`` (contiguous: the compiler vectorises the offers) and segments' RSS
@@ -1092,7 +1092,7 @@ def _start_batch(X, rows, y, mean, n, h, M, best, arg, i0, count, back, stop, S,
     return at
 
 
-@jit()
+@jit(allocates=False)
 def lane_starts(X, rows, y, mean, n, h, M, best, arg, i, back, stop, S, U, YY, w, Q, R, idx, beta, P, Px, memo, record,
                 at, rider, forward):
     """The starts ``i..n-h`` (after the first; eight regressors) of
