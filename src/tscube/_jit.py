@@ -89,7 +89,9 @@ def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: boo
     with atomic increments and decrements at the function's entry and exit and around
     each view, which its pruning pass removes only in part: in BFAST Lite's per-start
     helpers (called a few hundred times per pixel) they cost 5–9 % of a cloudy pixel
-    (docs/bfast_lite.md). numba refuses to compile such a function if it allocates."""
+    (docs/bfast_lite.md). numba refuses to compile such a function if it allocates, and
+    passes the flag on to the callees it compiles that leave it unset (as it does
+    ``fastmath``): an allocating callee of such a function fails to compile, loudly."""
     if not allocates:
         options["_nrt"] = False
     decorate = njit(cache=cache, fastmath=fastmath, error_model=error_model, **options)
