@@ -191,7 +191,7 @@ _KMEANS_AHEAD = 1024
 #:   the rows ahead (whose call keeps LLVM from vectorising the loop over the samples
 #:   into gathers), one set of sums. On a Zen 4 (AVX-512) the shuffles cost 11 % and the
 #:   four sets 7 %: 13.1 ms per iteration with both, 10.3 without (benchmarks/README.md,
-#:   "k-means per instruction set").
+#:   "k-means per target layout").
 #:
 #: Both give the same labels and counts; the sums and SSE differ in rounding (the sets
 #: are added in a fixed order, so neither depends on the threads).
