@@ -207,7 +207,8 @@ def test_a_function_that_allocates_nothing_counts_no_references():
         best[:, :40] = np.random.default_rng(0).random((M + 1, 40))
         offer(best, arg, M, n, h, 40, 72, values, n - 72)
         programmes.append((best, arg))
-    assert np.array_equal(programmes[0][0], programmes[1][0]) and np.array_equal(programmes[0][1], programmes[1][1])
+    (best_a, arg_a), (best_b, arg_b) = programmes
+    assert np.array_equal(best_a, best_b) and np.array_equal(arg_a, arg_b)
     assert np.isfinite(programmes[0][0][1, 72:n - h]).all()  # offers for one break (start 40 < 2h)
     calls = [sum(ir.count(f"call void @NRT_{op}") for ir in offer.inspect_llvm().values() for op in ("incref", "decref"))
              for offer in (counted, uncounted)]
