@@ -209,8 +209,9 @@ def test_a_function_that_allocates_nothing_counts_no_references():
         programmes.append((best, arg))
     (best_a, arg_a), (best_b, arg_b) = programmes
     assert np.array_equal(best_a, best_b) and np.array_equal(arg_a, arg_b)
-    assert np.isfinite(programmes[0][0][1, 72:n - h]).all()  # offers for one break (start 40 < 2h)
-    calls = [sum(ir.count(f"call void @NRT_{op}") for ir in offer.inspect_llvm().values() for op in ("incref", "decref"))
+    assert np.isfinite(best_a[1, 72:n - h]).all()  # offers for one break (start 40 < 2h)
+    calls = [sum(ir.count(f"call void @NRT_{op}") for ir in offer.inspect_llvm().values()
+                 for op in ("incref", "decref"))
              for offer in (counted, uncounted)]
     assert calls[0] > 0 and calls[1] == 0, calls
     with pytest.raises(NumbaError):
