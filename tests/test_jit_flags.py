@@ -12,9 +12,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
+import pytest
+from numba.core.errors import NumbaError
 from numba.core.registry import CPUDispatcher
 
 import tscube
+from tscube._jit import jit
+from tscube.bfast.core.bai_perron_cpu import _programme_row_1
 
 
 def _dispatchers():
@@ -180,20 +185,12 @@ def test_remembered_call_types_are_those_numba_resolves():
         assert _jit._numba_call_type(function, context, args, {}) == signature, (function, args)
 
 
-
 def test_a_function_that_allocates_nothing_counts_no_references():
     """``jit(allocates=False)`` compiles without numba's runtime: the same values, no
     reference counting of the arrays it takes or the views it makes (numba's atomic
     increments and decrements: a few percent of BFAST Lite, from per-start helpers such
     as the programme's offers), and a clear compile error for a function that allocates
     after all."""
-    import numpy as np
-    import pytest
-    from numba.core.errors import NumbaError
-
-    from tscube._jit import jit
-    from tscube.bfast.core.bai_perron_cpu import _programme_row_1
-
     def allocates(values):
         return np.empty(values.shape[0]).sum()
 

@@ -84,12 +84,12 @@ def jit(*, fastmath: bool | set = False, error_model: str = "python", cache: boo
     code's speed (a step of 1, a feature count that unrolls a loop).
 
     ``allocates=False``: the function creates no array (no ``np.empty``, no copies; views
-    are fine) and returns none, so it is compiled without numba's runtime (``_nrt=False``):
-    no reference counts on the arrays it takes or the views it makes. numba counts them
-    with atomic increments and decrements at the function's entry and exit and around
-    each view, which its pruning pass removes only in part: in BFAST Lite's per-start
-    helpers (called a few hundred times per pixel) they cost 5–9 % of a cloudy pixel
-    (docs/bfast_lite.md). numba refuses to compile such a function if it allocates, and
+    are fine) and returns no array, so it is compiled without numba's runtime
+    (``_nrt=False``): no reference counts on the arrays it takes or the views it makes.
+    numba counts them with atomic increments and decrements at the function's entry and
+    exit and around each view, which its pruning pass removes only in part: in BFAST
+    Lite's per-start helpers (called a few hundred times per pixel) they cost 4–7 % of a
+    cloudy pixel's time (docs/bfast_lite.md). numba refuses to compile such a function if it allocates, and
     passes the flag on to the callees it compiles that leave it unset (as it does
     ``fastmath``): an allocating callee of such a function fails to compile, loudly."""
     if not allocates:
