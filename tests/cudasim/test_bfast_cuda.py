@@ -424,7 +424,7 @@ for k in (1, 8, 24):
     checks += [
         (kern.solve_kernel(k, 8), (A(f8, 3), A(f8, 2), A(f8, 2), A(i4, 1))),
         (kern.monitor_kernel(k, 256), (A(f8, 2), A(f8, 2), A(f8, 2), A(i4, 1), A(i4, 2),
-                                       A(i1, 2), i8, f8, f8, b1, b1, A(i4, 3), A(f8, 3),
+                                       A(i1, 2), i8, f8, A(f8, 2), b1, b1, A(i4, 3), A(f8, 3),
                                        A(f8, 2), A(f8, 2), A(i4, 2), A(f8, 3), A(f8, 3))),
         (kern.gram_kernel(k, min(16, k), 32, 8), (A(f8, 2), A(u1, 2), A(f8, 3))),
     ]
@@ -437,8 +437,8 @@ print("COMPILED", len(checks))
 @pytest.mark.skipif(REAL_GPU, reason="the real-GPU run compiles every kernel anyway")
 def test_cuda_kernels_compile_to_ptx():
     """The simulator neither types nor compiles kernels: compile them all to PTX with
-    NVVM where its libraries are installed (pip nvidia-cuda-nvcc-cu12 and
-    nvidia-cuda-nvrtc-cu12 on LD_LIBRARY_PATH; no GPU needed), else skip."""
+    NVVM where its libraries are installed (the test extras' nvidia-nvvm and
+    nvidia-cuda-nvrtc; no GPU needed), else skip."""
     check_ptx(_PTX_CHECK, 21)
 
 
