@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from cuda_checks import check_ptx
 
 from tscube.cluster import GaussianMixture, KMeans
 from tscube.cluster import _reference
@@ -108,3 +109,28 @@ def test_cuda_tied_and_spherical_mixtures_equal_reference(problem, covariance_ty
     np.testing.assert_allclose(b.lower_bound_, a.lower_bound_, rtol=1e-12)
     np.testing.assert_array_equal(b.labels_, a.labels_)
     np.testing.assert_allclose(b.score_samples(X), a.score_samples(X), rtol=1e-12)
+
+
+_PTX_CHECK = '''
+from tscube.cluster import _cuda as engine
+
+f8, i8, b1 = nt.float64, nt.int64, nt.boolean
+# the argument types the engine's host functions pass (C-contiguous device arrays)
+checks = [
+    (engine._log_resp_kernel, (A(f8, 2), A(f8, 2), A(f8, 3), A(f8, 1), b1, A(f8, 2), A(f8, 1))),
+    (engine._gmm_statistics_kernel, (A(f8, 2), A(f8, 2), A(f8, 2), A(f8, 1), A(i8, 1), A(i8, 1), i8, A(f8, 1))),
+    (engine._nearest_kernel, (A(f8, 2), A(f8, 2), A(i8, 1), A(f8, 1))),
+    (engine._kmeans_statistics_kernel, (A(f8, 2), A(i8, 1), A(f8, 1), i8, A(f8, 1))),
+]
+for kernel, signature in checks:
+    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(8, 0))
+    assert ".entry" in ptx
+print("COMPILED", len(checks))
+'''
+
+
+def test_cuda_kernels_compile_to_ptx():
+    """The simulator neither types nor compiles kernels: compile the engine's four to PTX
+    with NVVM where its libraries are installed (the test extras'; no GPU needed), else
+    skip."""
+    check_ptx(_PTX_CHECK, 4)

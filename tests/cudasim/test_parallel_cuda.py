@@ -17,6 +17,7 @@ if not (numba_config.ENABLE_CUDASIM or cuda.is_available()):
 
 from tscube.parallel import cuda as C  # noqa: E402
 from tscube.parallel import reference as R  # noqa: E402
+from cuda_checks import check_ptx  # noqa: E402
 
 # chunk of the scan kernels is 2 * threads per block = 32 elements
 TPB = 16
@@ -318,3 +319,56 @@ def test_block_scan_device_function_is_reusable_in_a_user_kernel(rng):
     np.testing.assert_allclose(totals, values.sum(axis=1), rtol=1e-12)
     np.testing.assert_allclose(scanned, R.batched_scan(values, exclusive=True),
                                rtol=1e-12, atol=1e-12)
+
+
+_PTX_CHECK = '''
+from tscube.parallel import cuda as par
+
+f4, f8, i2, i8, u1 = nt.float32, nt.float64, nt.int16, nt.int64, nt.uint8
+tpb = 128
+checks = []
+# the argument types the host functions pass (C-contiguous device arrays): float64, float32 and
+# int16 data; accumulation in float64, float32 (asked for) and int64; flags and masks as uint8
+for data, acc, acc_name in ((f8, f8, "<f8"), (f4, f4, "<f4"), (i2, i8, "<i8"), (u1, i8, "<i8")):
+    checks += [
+        (par._scan_blocks_kernel(tpb, acc_name), (A(data, 1), A(acc, 1), A(acc, 1), nt.boolean)),
+        (par._segscan_blocks_kernel(tpb, acc_name),
+         (A(data, 1), A(u1, 1), A(acc, 1), A(u1, 1), A(acc, 1), A(u1, 1), nt.boolean)),
+        (par._batched_scan_kernel(tpb, acc_name), (A(data, 2), A(acc, 2), nt.boolean)),
+        (par._batched_sum_kernel(tpb, acc_name), (A(data, 2), A(acc, 1), nt.boolean)),
+    ]
+for acc in (f8, i8):
+    checks += [(par._add_block_carry, (A(acc, 1), A(acc, 1), i8)),
+               (par._add_segment_carry, (A(acc, 1), A(u1, 1), A(acc, 1), i8))]
+for data in (f8, f4):
+    checks += [
+        (par._compact_rows_kernel(tpb), (A(data, 2), A(data, 2), A(i8, 2), A(i8, 1), data, i8)),
+        (par._nan_flags, (A(data, 1), A(u1, 1))),
+        (par._compact_scatter, (A(data, 1), A(i8, 1), A(data, 1), A(i8, 1), data, i8)),
+    ]
+for acc, acc_name in ((f8, "<f8"), (f4, "<f4")):
+    checks += [
+        (par.masked_gram_kernel(8, 32, 8, acc_name), (A(acc, 2), A(u1, 2), A(acc, 3))),
+        (par._masked_xty_kernel(acc_name), (A(acc, 2), A(f8, 2), A(acc, 2))),
+    ]
+checks += [
+    (par._first_true_rows_kernel(tpb), (A(u1, 2), A(i8, 1))),
+    (par._first_true_chunks_kernel(tpb), (A(u1, 1), i8, A(i8, 1))),
+    (par._min_index_rows_kernel(tpb), (A(i8, 2), A(i8, 1))),
+    (par._argmin_rows_kernel(tpb), (A(f8, 2), A(i8, 1))),
+    (par._argmin_chunks_kernel(tpb), (A(f8, 1), A(i8, 1), i8, A(f8, 1), A(i8, 1))),
+    (par._gauss_jordan_kernel(8, 1, 96), (A(f8, 3), A(f8, 3), f8, A(f8, 3), A(i8, 1))),
+    (par.clean_transpose_kernel(32, 8), (A(i2, 2), nt.boolean, f8, A(f8, 2))),
+]
+for kernel, signature in checks:
+    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(8, 0))
+    assert ".entry" in ptx
+print("COMPILED", len(checks))
+'''
+
+
+def test_cuda_kernels_compile_to_ptx():
+    """The simulator neither types nor compiles kernels: compile every kernel of the
+    primitives to PTX with NVVM where its libraries are installed (the test extras'; no
+    GPU needed), else skip."""
+    check_ptx(_PTX_CHECK, 37)
