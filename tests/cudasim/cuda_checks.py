@@ -55,9 +55,21 @@ A = lambda dtype, ndim: nt.Array(dtype, ndim, "C")
 '''
 
 
+#: Appended to a PTX check: each of its ``checks`` (a kernel's dispatcher and the argument
+#: types its host code passes) compiled to PTX, then how many.
+PTX_COMPILE = '''
+for kernel, signature in checks:
+    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(8, 0))
+    assert ".entry" in ptx
+print("COMPILED", len(checks))
+'''
+
+
 def check_ptx(body: str, expected: int) -> None:
-    """Run ``PTX_PREAMBLE + body`` (which prints ``COMPILED n``); skip without NVVM."""
-    result = run_without_simulator(PTX_PREAMBLE + body, timeout=600)
+    """Compile the ``checks`` that ``body`` lists (after :data:`PTX_PREAMBLE`) to PTX in a
+    process without the simulator (:data:`PTX_COMPILE`): ``expected`` of them; skip
+    without NVVM."""
+    result = run_without_simulator(PTX_PREAMBLE + body + PTX_COMPILE, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     if result.stdout.startswith("SKIP"):
         pytest.skip(f"no NVVM to compile with: {result.stdout.strip()}")

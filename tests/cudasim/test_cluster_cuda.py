@@ -122,10 +122,6 @@ checks = [
     (engine._nearest_kernel, (A(f8, 2), A(f8, 2), A(i8, 1), A(f8, 1))),
     (engine._kmeans_statistics_kernel, (A(f8, 2), A(i8, 1), A(f8, 1), i8, A(f8, 1))),
 ]
-for kernel, signature in checks:
-    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(8, 0))
-    assert ".entry" in ptx
-print("COMPILED", len(checks))
 '''
 
 

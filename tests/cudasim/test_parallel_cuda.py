@@ -360,10 +360,6 @@ checks += [
     (par._gauss_jordan_kernel(8, 1, 96), (A(f8, 3), A(f8, 3), f8, A(f8, 3), A(i8, 1))),
     (par.clean_transpose_kernel(32, 8), (A(i2, 2), nt.boolean, f8, A(f8, 2))),
 ]
-for kernel, signature in checks:
-    ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(8, 0))
-    assert ".entry" in ptx
-print("COMPILED", len(checks))
 '''
 
 

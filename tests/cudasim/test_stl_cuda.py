@@ -238,12 +238,6 @@ checks = [(kernel, (A(f8, 2), A(i8, 1), A(f8, 4), A(f8, 2), A(f8, 2), A(f8, 2),
                     A(nt.int8, 1), A(nt.boolean, 2), A(i8, 2), A(f8, 2)))]
 for raw_type in (nt.float32, nt.float64):  # the transposes of the data and outputs
     checks.append((kern.clean_transpose_kernel(32, 8), (A(raw_type, 2), nt.boolean, f8, A(f8, 2))))
-compiled = 0
-for dispatcher_, signature in checks:
-    ptx, _ = cuda.compile_ptx(dispatcher_.py_func, signature, cc=(8, 0))
-    assert ".entry" in ptx
-    compiled += 1
-print("COMPILED", compiled)
 '''
 
 
@@ -251,6 +245,5 @@ print("COMPILED", compiled)
 def test_cuda_kernel_compiles_to_ptx():
     """The simulator neither types nor compiles kernels (it calls the CPU-compiled cpu
     engine function): compile the kernel, with everything it calls, to PTX with NVVM
-    where its libraries are installed (pip nvidia-cuda-nvcc-cu12 and
-    nvidia-cuda-nvrtc-cu12 on LD_LIBRARY_PATH; no GPU needed), else skip."""
+    where its libraries are installed (the test extras'; no GPU needed), else skip."""
     check_ptx(_PTX_CHECK, 3)
