@@ -247,8 +247,7 @@ def _fill_tile_impl(xt, m, X, t0, origin, scale, features, shuffles):
             last = X.shape[0] - 1
             for i in range(m):
                 prefetch_row(X, min(t0 + i + _KMEANS_AHEAD, last), 0)
-                for j in range(len(features)):
-                    xt[j, i] = np.float32((X[t0 + i, j] - origin[j]) * scale)
+                _scaled_rows(xt, i, i + 1, X, t0, origin, scale, features)
         return rows
 
     def vectors(xt, m, X, t0, origin, scale, features, shuffles):
